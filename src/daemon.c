@@ -1,0 +1,1068 @@
+#include "daemon.h"
+#include "bus_limits.h"
+#include "log.h"
+#include "loop.h"
+#include "net.h"
+#include "peer.h"
+#include "router.h"
+#include "signals.h"
+#include "status.h"
+#include "worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef enum {
+    SB_PHASE_SERVING = 0,
+    SB_PHASE_LINGER,   /* stdio: stdin ended, waiting for in-flight responses (SB-I-5) */
+    SB_PHASE_DRAINING, /* 10.2: workers told to stop, waiting for them */
+    SB_PHASE_DONE
+} sb_phase;
+
+typedef struct {
+    const sb_config *cfg;
+    const sb_limits *limits;
+    sb_mode mode;
+    sb_loop loop;
+    sb_router router;
+
+    sb_worker *workers;
+    int worker_count;
+    int live_workers; /* processes not yet reaped */
+
+    sb_peer *clients; /* STDIO_BUS_MAX_CONNECTIONS slots */
+    int *free_clients;
+    int free_count;
+    int client_count;
+
+    sb_peer **ready; /* peers with buffered lines to process */
+    int ready_count;
+    sb_peer **doomed;
+    int doomed_count;
+    int full_outputs; /* peers whose output is over its cap */
+
+    int listen_fd;
+    const char *unix_path;
+    int signal_fd;
+    int stdin_flags, stdout_flags;
+
+    sb_phase phase;
+    int64_t linger_deadline_ms;
+    int64_t drain_deadline_ms;
+} sb_daemon;
+
+/* One daemon per process: handlers registered per peer reach it here
+ * instead of through a back-pointer in every peer. */
+static sb_daemon *daemon_ctx;
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- interest and lifecycle of peers --------------------------------- */
+
+static bool may_read(const sb_daemon *d, const sb_peer *p) {
+    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on)
+        return false;
+    if (p->kind == SB_PEER_CLIENT)
+        return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
+    const sb_worker *w = (const sb_worker *)p;
+    return !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
+}
+
+static void update_interest(sb_daemon *d, sb_peer *p) {
+    short in_events = may_read(d, p) ? POLLIN : 0;
+    short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
+    if (p->in_fd >= 0 && p->in_fd == p->out_fd) {
+        sb_loop_set(&d->loop, p->in_fd, in_events | out_events);
+        return;
+    }
+    if (p->in_fd >= 0)
+        sb_loop_set(&d->loop, p->in_fd, in_events);
+    if (p->out_fd >= 0)
+        sb_loop_set(&d->loop, p->out_fd, out_events);
+}
+
+static void mark_ready(sb_daemon *d, sb_peer *p) {
+    if (!p->queued && !p->doomed) {
+        p->queued = true;
+        d->ready[d->ready_count++] = p;
+    }
+}
+
+/* Closing is deferred to the end of the dispatch round, so no handler ever
+ * runs on a peer that was freed under it (redis's freeClientAsync). */
+static void doom(sb_daemon *d, sb_peer *p) {
+    if (p->doomed)
+        return;
+    p->doomed = true;
+    d->doomed[d->doomed_count++] = p;
+    update_interest(d, p);
+}
+
+/* Every input paused on `out` resumes (SB-7.3.1-3). */
+static void release_waiters(sb_daemon *d, sb_peer *out) {
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_peer *p = &d->workers[i].peer;
+        if (p->blocked_on == out) {
+            p->blocked_on = NULL;
+            update_interest(d, p);
+            mark_ready(d, p);
+        }
+    }
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        sb_peer *p = &d->clients[i];
+        if (p->kind == SB_PEER_CLIENT && p->blocked_on == out) {
+            p->blocked_on = NULL;
+            update_interest(d, p);
+            mark_ready(d, p);
+        }
+    }
+}
+
+static void set_full(sb_daemon *d, sb_peer *p, bool full) {
+    if (full && !p->full_since_ms) {
+        p->full_since_ms = now_ms(); /* SB-7.3.1-2 */
+        d->full_outputs++;
+        sb_warn(p->name, "output queue over max_output_queue (%zu bytes queued): pausing its inputs",
+                sb_outq_len(&p->out));
+    } else if (!full && p->full_since_ms) {
+        p->full_since_ms = 0;
+        d->full_outputs--;
+        sb_info(p->name, "output queue drained below max_output_queue: resuming its inputs");
+        release_waiters(d, p);
+    }
+}
+
+static void worker_fail(sb_daemon *d, sb_worker *w, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Queues one line for p, writing eagerly. `from` is the input it came
+ * from, paused when p's queue goes over its cap (SB-7.3.1-1, SB-I-17). */
+static void send_line(sb_daemon *d, sb_peer *p, const char *line, size_t len, sb_peer *from) {
+    if (p->doomed || p->out_fd < 0)
+        return;
+    int rc = sb_outq_send(&p->out, p->out_fd, line, len);
+    if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+        if (p->kind == SB_PEER_WORKER) {
+            worker_fail(d, (sb_worker *)p, "cannot write to its stdin: %s",
+                        rc == STDIO_BUS_EOF ? "pipe closed" : strerror(errno));
+        } else {
+            sb_info(p->name, "client went away (%s)",
+                    rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
+            doom(d, p);
+        }
+        return;
+    }
+    if (rc == STDIO_BUS_EAGAIN)
+        update_interest(d, p);
+    if (sb_outq_over(&p->out)) {
+        set_full(d, p, true);
+        if (from && !from->blocked_on && from != p) {
+            from->blocked_on = p;
+            update_interest(d, from);
+        }
+    }
+}
+
+/* SB-I-8: under orphan_policy "error", a request that can no longer be
+ * answered gets a JSON-RPC error instead of silence. */
+static void send_error_reply(sb_daemon *d, sb_peer *client, const char *id, size_t id_len,
+                             const char *sid, size_t sid_len, const char *why) {
+    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || !client || client->kind != SB_PEER_CLIENT)
+        return;
+    char reply[STDIO_BUS_MAX_REQUEST_ID_LEN + STDIO_BUS_MAX_SESSION_ID_LEN + 256];
+    int n = snprintf(reply, sizeof reply,
+                     "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"error\":{\"code\":-32000,\"message\":"
+                     "\"stdio_bus: %s\"}%s%.*s}\n",
+                     (int)id_len, id, why, sid_len ? ",\"sessionId\":" : "", (int)sid_len, sid);
+    if (n > 0 && (size_t)n < sizeof reply)
+        send_line(d, client, reply, (size_t)n, NULL);
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+static void format_tokens(const sb_fields *f, char *out, size_t size) {
+    int n = 0;
+    out[0] = '\0';
+    if (f->id.type)
+        n += snprintf(out, size, " id=%.*s", (int)(f->id.raw_len > 64 ? 64 : f->id.raw_len), f->id.raw);
+    if (f->session_id.type && (size_t)n < size)
+        snprintf(out + n, size - (size_t)n, " sessionId=%.*s",
+                 (int)(f->session_id.raw_len > 80 ? 80 : f->session_id.raw_len), f->session_id.raw);
+}
+
+static void route_from_client(sb_daemon *d, sb_peer *c, const char *line, size_t len) {
+    sb_route r = sb_router_from_client(&d->router, c->index, line, len);
+    char tokens[200];
+    switch (r.action) {
+    case SB_ROUTE_IGNORE:
+        return;
+    case SB_ROUTE_REJECT: /* SB-4.3-1, SB-4.3-2 */
+        sb_warn(c->name, "malformed input (%s): closing the client", sb_router_why(r.why));
+        doom(d, c);
+        return;
+    case SB_ROUTE_DROP:
+        format_tokens(&r.fields, tokens, sizeof tokens);
+        if (r.why == SB_WHY_FOREIGN_SESSION)
+            sb_warn(c->name, "discarding message:%s: %s (client slot %d)", tokens,
+                    sb_router_why(r.why), r.other);
+        else
+            sb_warn(c->name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+        if (r.is_request)
+            send_error_reply(d, c, r.fields.id.raw, r.fields.id.raw_len, r.fields.session_id.raw,
+                             r.fields.session_id.raw_len, sb_router_why(r.why));
+        return;
+    case SB_ROUTE_TO_WORKER: {
+        sb_worker *w = &d->workers[r.target];
+        if (sb_log_enabled(SB_LOG_DEBUG)) {
+            format_tokens(&r.fields, tokens, sizeof tokens);
+            sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens, r.new_session ? " (new session)" : "");
+        }
+        send_line(d, &w->peer, line, len, c); /* SB-5.1.1-3: the bytes as received */
+        return;
+    }
+    case SB_ROUTE_TO_CLIENT:
+        return; /* not produced for client input */
+    }
+}
+
+static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size_t len) {
+    sb_route r = sb_router_from_worker(&d->router, w->id, line, len);
+    char tokens[200];
+    switch (r.action) {
+    case SB_ROUTE_IGNORE:
+        return;
+    case SB_ROUTE_REJECT: /* SB-5.3 */
+        worker_fail(d, w, "malformed output (%s)", sb_router_why(r.why));
+        return;
+    case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
+        format_tokens(&r.fields, tokens, sizeof tokens);
+        sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+        return;
+    case SB_ROUTE_TO_CLIENT: {
+        sb_peer *c = &d->clients[r.target];
+        if (sb_log_enabled(SB_LOG_DEBUG)) {
+            format_tokens(&r.fields, tokens, sizeof tokens);
+            sb_debug(w->peer.name, "-> %s:%s", c->name, tokens);
+        }
+        send_line(d, c, line, len, &w->peer); /* SB-4.2.3-3: pass-through */
+        return;
+    }
+    case SB_ROUTE_TO_WORKER:
+        return;
+    }
+}
+
+/* Routes every complete buffered line of p until it is paused or closed.
+ * Returns STDIO_BUS_EFULL when a line overflows max_input_buffer. */
+static int process_lines(sb_daemon *d, sb_peer *p) {
+    const char *line;
+    long n;
+    while (!p->blocked_on && !p->doomed) {
+        if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
+            return STDIO_BUS_OK; /* a failed worker's further output is not routed */
+        if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING && d->phase != SB_PHASE_LINGER)
+            return STDIO_BUS_OK;
+        n = sb_frame_next(&p->in, &line);
+        if (n == STDIO_BUS_EAGAIN)
+            return STDIO_BUS_OK;
+        if (n == STDIO_BUS_EFULL)
+            return STDIO_BUS_EFULL;
+        if (p->kind == SB_PEER_CLIENT)
+            route_from_client(d, p, line, (size_t)n);
+        else
+            route_from_worker(d, (sb_worker *)p, line, (size_t)n);
+    }
+    return STDIO_BUS_OK;
+}
+
+static void input_overflow(sb_daemon *d, sb_peer *p) {
+    /* SB-7.3.2-1, SB-7.3.2-2 */
+    if (p->kind == SB_PEER_WORKER) {
+        worker_fail(d, (sb_worker *)p, "line longer than max_input_buffer (%zu bytes)",
+                    d->limits->max_input_buffer);
+    } else {
+        sb_error(p->name, "line longer than max_input_buffer (%zu bytes): closing the client",
+                 d->limits->max_input_buffer);
+        doom(d, p);
+    }
+}
+
+static void on_input_eof(sb_daemon *d, sb_peer *p);
+
+/* One read from p's input, then route what it completed. Returns
+ * STDIO_BUS_OK when bytes were read, STDIO_BUS_EAGAIN when none were
+ * waiting, STDIO_BUS_EOF when the input ended or failed (handled). */
+static int read_input(sb_daemon *d, sb_peer *p) {
+    size_t avail;
+    char *space = sb_frame_space(&p->in, &avail);
+    if (!space) {
+        if (avail == 0 && errno == ENOMEM) {
+            sb_error(p->name, "out of memory for its input buffer");
+            if (p->kind == SB_PEER_CLIENT)
+                doom(d, p);
+            else
+                worker_fail(d, (sb_worker *)p, "out of memory");
+        } else {
+            input_overflow(d, p);
+        }
+        return STDIO_BUS_EOF;
+    }
+    ssize_t got;
+    do
+        got = read(p->in_fd, space, avail);
+    while (got < 0 && errno == EINTR);
+    if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return STDIO_BUS_EAGAIN;
+        if (p->kind == SB_PEER_CLIENT) {
+            sb_info(p->name, "read failed (%s): client gone", strerror(errno));
+            doom(d, p);
+        } else {
+            on_input_eof(d, p);
+        }
+        return STDIO_BUS_EOF;
+    }
+    if (got == 0) {
+        on_input_eof(d, p);
+        return STDIO_BUS_EOF;
+    }
+    sb_frame_commit(&p->in, (size_t)got);
+    if (process_lines(d, p) == STDIO_BUS_EFULL) {
+        input_overflow(d, p);
+        return STDIO_BUS_EOF;
+    }
+    return STDIO_BUS_OK;
+}
+
+/* ---- clients -------------------------------------------------------- */
+
+static void on_client_event(void *data, int fd, short revents);
+
+static sb_peer *client_open(sb_daemon *d, int in_fd, int out_fd) {
+    if (d->free_count == 0)
+        return NULL;
+    int slot = d->free_clients[--d->free_count];
+    sb_peer *c = &d->clients[slot];
+    memset(c, 0, sizeof *c);
+    c->kind = SB_PEER_CLIENT;
+    c->index = slot;
+    c->in_fd = in_fd;
+    c->out_fd = out_fd;
+    sb_frame_init(&c->in, d->limits->max_input_buffer);
+    sb_outq_init(&c->out, d->limits->max_output_queue);
+    if (in_fd == out_fd)
+        snprintf(c->name, sizeof c->name, "client fd=%d", in_fd);
+    else
+        snprintf(c->name, sizeof c->name, "client stdio");
+    if (sb_loop_add(&d->loop, in_fd, POLLIN, on_client_event, c) < 0 ||
+        (out_fd != in_fd && sb_loop_add(&d->loop, out_fd, 0, on_client_event, c) < 0)) {
+        sb_loop_del(&d->loop, in_fd);
+        c->kind = SB_PEER_FREE;
+        d->free_clients[d->free_count++] = slot;
+        return NULL;
+    }
+    d->client_count++;
+    return c;
+}
+
+static void log_client_request_dropped(void *ctx, const sb_request *r) {
+    sb_peer *c = ctx;
+    sb_debug(c->name, "pending request id=%.*s to worker %d discarded", (int)r->id_len, r->id,
+             r->receiver);
+}
+
+static void client_close(sb_daemon *d, sb_peer *c) {
+    /* SB-7.2-1..3 */
+    int sessions = sb_sessions_drop_client(&d->router.sessions, c->index, NULL, NULL);
+    int pending = sb_pending_drop_sender(&d->router.requests, c->index, log_client_request_dropped, c);
+    sb_pending_drop_receiver(&d->router.upstream, c->index, NULL, NULL);
+    sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
+            sessions, pending);
+    if (c->full_since_ms) {
+        c->full_since_ms = 0;
+        d->full_outputs--;
+    }
+    release_waiters(d, c);
+    if (c->in_fd >= 0) {
+        sb_loop_del(&d->loop, c->in_fd);
+        if (c->in_fd > STDERR_FILENO)
+            close(c->in_fd);
+    }
+    if (c->out_fd >= 0 && c->out_fd != c->in_fd) {
+        sb_loop_del(&d->loop, c->out_fd);
+        if (c->out_fd > STDERR_FILENO)
+            close(c->out_fd);
+    }
+    sb_frame_fini(&c->in);
+    sb_outq_fini(&c->out);
+    c->kind = SB_PEER_FREE;
+    c->in_fd = c->out_fd = -1;
+    d->free_clients[d->free_count++] = c->index;
+    d->client_count--;
+    if (d->mode == SB_MODE_STDIO && d->phase < SB_PHASE_DRAINING) {
+        sb_info(NULL, "the stdio client is gone: shutting down");
+        d->phase = SB_PHASE_LINGER;
+        d->linger_deadline_ms = now_ms(); /* nothing left to deliver to */
+    }
+}
+
+static bool client_has_pending(const sb_daemon *d, const sb_peer *c) {
+    return d->router.requests.send_head[c->index] >= 0;
+}
+
+static void on_input_eof(sb_daemon *d, sb_peer *p) {
+    p->in_eof = true;
+    if (p->kind == SB_PEER_WORKER) {
+        /* The process exit (SIGCHLD) does the cleanup. */
+        sb_loop_del(&d->loop, p->in_fd);
+        close(p->in_fd);
+        p->in_fd = -1;
+        return;
+    }
+    if (d->mode != SB_MODE_STDIO) {
+        sb_info(p->name, "connection closed by the client");
+        doom(d, p);
+        return;
+    }
+    /* SB-I-5: stdin EOF. Deliver what is in flight, then shut down. */
+    sb_loop_del(&d->loop, p->in_fd);
+    p->in_fd = -1;
+    if (sb_frame_pending(&p->in))
+        sb_warn(p->name, "stdin ended inside a line: %zu byte(s) without a newline discarded",
+                sb_frame_pending(&p->in));
+    if (d->phase == SB_PHASE_SERVING) {
+        d->phase = SB_PHASE_LINGER;
+        d->linger_deadline_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+        sb_info(p->name, "stdin reached EOF: delivering in-flight responses, then shutting down");
+    }
+}
+
+static void on_client_event(void *data, int fd, short revents) {
+    sb_peer *c = data;
+    sb_daemon *d = daemon_ctx;
+    if (c->doomed)
+        return;
+    if ((revents & POLLOUT) && fd == c->out_fd) {
+        int rc = sb_outq_flush(&c->out, c->out_fd);
+        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+            sb_info(c->name, "client went away while writing");
+            doom(d, c);
+            return;
+        }
+        if (!sb_outq_over(&c->out))
+            set_full(d, c, false);
+        update_interest(d, c);
+    }
+    if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR)))
+        read_input(d, c);
+    else if (fd == c->out_fd && fd != c->in_fd && (revents & (POLLERR | POLLHUP))) {
+        sb_info(c->name, "stdout closed by the reader");
+        doom(d, c);
+    }
+}
+
+static void on_listen_event(void *data, int fd, short revents) {
+    sb_daemon *d = data;
+    (void)revents;
+    for (;;) {
+        int cfd = sb_net_accept(fd);
+        if (cfd == STDIO_BUS_EAGAIN)
+            return;
+        if (cfd < 0) {
+            sb_warn(NULL, "accept failed: %s", strerror(errno));
+            return;
+        }
+        if (d->client_count >= STDIO_BUS_MAX_CONNECTIONS) { /* SB-I-18 */
+            sb_warn(NULL, "connection fd=%d refused: MAX_CONNECTIONS (%d) clients connected", cfd,
+                    STDIO_BUS_MAX_CONNECTIONS);
+            close(cfd);
+            continue;
+        }
+        sb_peer *c = client_open(d, cfd, cfd);
+        if (!c) {
+            sb_warn(NULL, "connection fd=%d refused: out of memory", cfd);
+            close(cfd);
+            continue;
+        }
+        sb_info(c->name, "connected");
+    }
+}
+
+/* ---- workers -------------------------------------------------------- */
+
+static void on_worker_event(void *data, int fd, short revents);
+static void on_worker_stderr(void *data, int fd, short revents);
+
+static void worker_close_fds(sb_daemon *d, sb_worker *w) {
+    sb_peer *p = &w->peer;
+    if (p->out_fd >= 0) {
+        sb_loop_del(&d->loop, p->out_fd);
+        close(p->out_fd);
+        p->out_fd = -1;
+    }
+    if (p->in_fd >= 0) {
+        sb_loop_del(&d->loop, p->in_fd);
+        close(p->in_fd);
+        p->in_fd = -1;
+    }
+    if (w->stderr_fd >= 0) {
+        sb_worker_relay_stderr(w, true);
+        sb_loop_del(&d->loop, w->stderr_fd);
+        close(w->stderr_fd);
+        w->stderr_fd = -1;
+    }
+    sb_outq_clear(&p->out);
+    sb_frame_fini(&p->in);
+    sb_frame_init(&p->in, d->limits->max_input_buffer);
+    if (p->full_since_ms) {
+        p->full_since_ms = 0;
+        d->full_outputs--;
+    }
+    p->blocked_on = NULL;
+    release_waiters(d, p);
+}
+
+static int worker_spawn(sb_daemon *d, sb_worker *w) {
+    w->restart_at_ms = 0;
+    if (sb_worker_start(w) < 0)
+        return STDIO_BUS_ERR;
+    d->live_workers++;
+    if (sb_loop_add(&d->loop, w->peer.in_fd, POLLIN, on_worker_event, w) < 0 ||
+        sb_loop_add(&d->loop, w->peer.out_fd, 0, on_worker_event, w) < 0 ||
+        sb_loop_add(&d->loop, w->stderr_fd, POLLIN, on_worker_stderr, w) < 0) {
+        sb_error(w->peer.name, "out of memory registering its pipes");
+        worker_fail(d, w, "cannot be watched");
+        return STDIO_BUS_ERR;
+    }
+    sb_router_set_running(&d->router, w->id, true);
+    return STDIO_BUS_OK;
+}
+
+static void log_session_invalidated(void *ctx, const sb_session *s) {
+    sb_worker *w = ctx;
+    sb_debug(w->peer.name, "session %.*s invalidated", (int)s->key_len, s->key);
+}
+
+static void invalidate_sessions(sb_daemon *d, sb_worker *w) {
+    int n = sb_sessions_drop_worker(&d->router.sessions, w->id, log_session_invalidated, w);
+    if (n)
+        sb_warn(w->peer.name, "%d session(s) invalidated", n);
+}
+
+/* SB-5.3: log, invalidate its sessions, SIGTERM, restart per policy (once
+ * the exit is reaped). Output after the failure is not routed. */
+static void worker_fail(sb_daemon *d, sb_worker *w, const char *fmt, ...) {
+    if (w->muted || w->pid <= 0)
+        return;
+    char reason[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    sb_error(w->peer.name, "%s: terminating the worker", reason);
+    w->muted = true;
+    sb_router_set_running(&d->router, w->id, false);
+    invalidate_sessions(d, w);
+    w->state = SB_WORKER_STOPPING;
+    w->kill_at_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    sb_worker_signal(w, SIGTERM);
+    if (w->peer.out_fd >= 0) { /* its stdin: nothing more goes to it */
+        sb_loop_del(&d->loop, w->peer.out_fd);
+        close(w->peer.out_fd);
+        w->peer.out_fd = -1;
+        sb_outq_clear(&w->peer.out);
+        if (w->peer.full_since_ms) {
+            w->peer.full_since_ms = 0;
+            d->full_outputs--;
+        }
+        release_waiters(d, &w->peer);
+    }
+    update_interest(d, &w->peer);
+}
+
+typedef struct {
+    sb_daemon *d;
+    sb_worker *w;
+} orphan_ctx;
+
+static void discard_orphan(void *ctx, const sb_request *r) {
+    orphan_ctx *oc = ctx;
+    sb_peer *c = &oc->d->clients[r->sender];
+    /* SB-7.1.2-4 */
+    sb_warn(oc->w->peer.name, "pending request id=%.*s from %s discarded: worker exited",
+            (int)r->id_len, r->id, c->name);
+    send_error_reply(oc->d, c, r->id, r->id_len, r->session, r->session_len, "worker exited");
+}
+
+static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
+    /* Responses the worker wrote before exiting are still in the pipe:
+     * route them before the cleanup discards what they answer. */
+    while (!w->muted && w->peer.in_fd >= 0 && !w->peer.blocked_on &&
+           read_input(d, &w->peer) == STDIO_BUS_OK) {
+    }
+    d->live_workers--;
+    if (WIFSIGNALED(status))
+        sb_warn(w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
+                strsignal(WTERMSIG(status)));
+    else
+        sb_warn(w->peer.name, "exited with status %d", WEXITSTATUS(status));
+
+    /* SB-7.1.2-1..4, each step logged. */
+    w->state = SB_WORKER_STOPPED;
+    sb_router_set_running(&d->router, w->id, false);
+    sb_info(w->peer.name, "state STOPPED");
+    worker_close_fds(d, w);
+    sb_info(w->peer.name, "pipes closed");
+    invalidate_sessions(d, w);
+    orphan_ctx oc = {d, w};
+    int discarded = sb_pending_drop_receiver(&d->router.requests, w->id, discard_orphan, &oc);
+    sb_pending_drop_sender(&d->router.upstream, w->id, NULL, NULL);
+    if (discarded)
+        sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
+    w->pid = -1;
+    w->kill_at_ms = 0;
+
+    if (d->phase >= SB_PHASE_DRAINING)
+        return;
+    /* SB-7.1.3-1..3, SB-I-9, SB-I-10 */
+    long delay = sb_restart_decide(&w->restarts, d->limits, now_ms());
+    if (delay < 0) {
+        w->given_up = true;
+        sb_error(w->peer.name,
+                 "not restarting: %d restart(s) within restart_window_sec=%d (max_restarts=%d)",
+                 sb_restart_recent(&w->restarts, d->limits, now_ms()), d->limits->restart_window_sec,
+                 d->limits->max_restarts);
+        return;
+    }
+    w->restart_at_ms = now_ms() + delay;
+    sb_warn(w->peer.name, "restarting in %ld ms", delay);
+}
+
+static void on_worker_event(void *data, int fd, short revents) {
+    sb_worker *w = data;
+    sb_daemon *d = daemon_ctx;
+    sb_peer *p = &w->peer;
+    if (fd == p->out_fd) {
+        if (revents & (POLLERR | POLLHUP)) {
+            worker_fail(d, w, "closed its stdin");
+            return;
+        }
+        if (revents & POLLOUT) {
+            int rc = sb_outq_flush(&p->out, p->out_fd);
+            if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+                worker_fail(d, w, "cannot write to its stdin");
+                return;
+            }
+            if (!sb_outq_over(&p->out))
+                set_full(d, p, false);
+            update_interest(d, p);
+        }
+        return;
+    }
+    if (fd == p->in_fd)
+        read_input(d, p);
+}
+
+static void on_worker_stderr(void *data, int fd, short revents) {
+    sb_worker *w = data;
+    sb_daemon *d = daemon_ctx;
+    (void)revents;
+    if (sb_worker_relay_stderr(w, false) == STDIO_BUS_EOF) {
+        sb_loop_del(&d->loop, fd);
+        close(fd);
+        w->stderr_fd = -1;
+    }
+}
+
+static void reap_children(sb_daemon *d) {
+    /* SB-7.1.1-2: WNOHANG in a loop; one SIGCHLD may stand for many exits. */
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return;
+        for (int i = 0; i < d->worker_count; i++) {
+            if (d->workers[i].pid == pid) {
+                worker_exited(d, &d->workers[i], status);
+                break;
+            }
+        }
+    }
+}
+
+/* ---- shutdown (spec 10) --------------------------------------------- */
+
+static void begin_shutdown(sb_daemon *d, const char *why) {
+    if (d->phase >= SB_PHASE_DRAINING)
+        return; /* SB-I-21: a second trigger changes nothing */
+    sb_info(NULL, "shutting down (%s)", why);
+    d->phase = SB_PHASE_DRAINING;
+    d->drain_deadline_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    if (d->listen_fd >= 0) { /* SB-10.2-1 */
+        sb_loop_del(&d->loop, d->listen_fd);
+        close(d->listen_fd);
+        d->listen_fd = -1;
+        if (d->unix_path)
+            unlink(d->unix_path);
+    }
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
+        if (d->clients[i].kind == SB_PEER_CLIENT)
+            update_interest(d, &d->clients[i]);
+    for (int i = 0; i < d->worker_count; i++) { /* SB-10.2-2 */
+        sb_worker *w = &d->workers[i];
+        w->restart_at_ms = 0;
+        if (w->pid <= 0)
+            continue;
+        if (w->state == SB_WORKER_RUNNING)
+            w->state = SB_WORKER_STOPPING;
+        sb_router_set_running(&d->router, w->id, false);
+        if (w->peer.out_fd >= 0) {
+            sb_loop_del(&d->loop, w->peer.out_fd);
+            close(w->peer.out_fd);
+            w->peer.out_fd = -1;
+        }
+        sb_worker_signal(w, SIGTERM);
+        sb_info(w->peer.name, "SIGTERM sent");
+        update_interest(d, &w->peer);
+    }
+}
+
+static bool clients_flushed(const sb_daemon *d) {
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
+        if (d->clients[i].kind == SB_PEER_CLIENT && sb_outq_len(&d->clients[i].out) &&
+            !d->clients[i].doomed)
+            return false;
+    return true;
+}
+
+static void kill_remaining(sb_daemon *d) {
+    /* SB-10.2-4 */
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        if (w->pid <= 0)
+            continue;
+        sb_warn(w->peer.name, "still running after drain_timeout_sec=%d: SIGKILL",
+                d->limits->drain_timeout_sec);
+        sb_worker_signal(w, SIGKILL);
+        int status;
+        while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        worker_exited(d, w, status);
+    }
+}
+
+/* ---- the loop ------------------------------------------------------- */
+
+static void on_signal_event(void *data, int fd, short revents) {
+    sb_daemon *d = data;
+    (void)fd;
+    (void)revents;
+    int sig;
+    bool child = false;
+    while ((sig = sb_signals_next()) > 0) {
+        if (sig == SIGCHLD)
+            child = true;
+        else if (sig == SIGTERM || sig == SIGINT) /* SB-3.1-6 */
+            begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    }
+    if (child) /* SB-7.1.1-1 */
+        reap_children(d);
+}
+
+static void finish_round(sb_daemon *d) {
+    /* Peers resumed after backpressure may hold complete lines that no new
+     * read will announce. */
+    for (int i = 0; i < d->ready_count; i++) {
+        sb_peer *p = d->ready[i];
+        p->queued = false;
+        if (p->kind != SB_PEER_FREE && !p->doomed && process_lines(d, p) == STDIO_BUS_EFULL)
+            input_overflow(d, p);
+    }
+    d->ready_count = 0;
+    for (int i = 0; i < d->doomed_count; i++) {
+        sb_peer *p = d->doomed[i];
+        if (p->kind == SB_PEER_CLIENT)
+            client_close(d, p);
+    }
+    d->doomed_count = 0;
+}
+
+static void check_timers(sb_daemon *d, int64_t now) {
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        if (w->restart_at_ms && now >= w->restart_at_ms && d->phase < SB_PHASE_DRAINING) {
+            if (worker_spawn(d, w) < 0 && w->pid <= 0) {
+                /* exec failed: count it as an exit of this slot */
+                long delay = sb_restart_decide(&w->restarts, d->limits, now);
+                if (delay < 0) {
+                    w->given_up = true;
+                    w->restart_at_ms = 0;
+                    sb_error(w->peer.name, "not restarting: max_restarts reached");
+                } else {
+                    w->restart_at_ms = now + delay;
+                }
+            }
+        }
+        if (w->kill_at_ms && now >= w->kill_at_ms && w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
+            sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
+            sb_worker_signal(w, SIGKILL);
+            w->kill_at_ms = 0;
+        }
+    }
+    if (d->full_outputs > 0) { /* SB-7.3.1-4 */
+        int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
+        for (int i = 0; i < d->worker_count; i++) {
+            sb_worker *w = &d->workers[i];
+            if (w->peer.full_since_ms && now - w->peer.full_since_ms >= limit)
+                worker_fail(d, w, "stdin queue full for backpressure_timeout_sec=%d",
+                            d->limits->backpressure_timeout_sec);
+        }
+        for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+            sb_peer *c = &d->clients[i];
+            if (c->kind == SB_PEER_CLIENT && c->full_since_ms && !c->doomed &&
+                now - c->full_since_ms >= limit) {
+                sb_error(c->name, "output queue full for backpressure_timeout_sec=%d: closing",
+                         d->limits->backpressure_timeout_sec);
+                doom(d, c);
+            }
+        }
+    }
+}
+
+static int64_t next_deadline(const sb_daemon *d) {
+    int64_t next = INT64_MAX;
+    for (int i = 0; i < d->worker_count; i++) {
+        const sb_worker *w = &d->workers[i];
+        if (w->restart_at_ms && w->restart_at_ms < next)
+            next = w->restart_at_ms;
+        if (w->kill_at_ms && w->kill_at_ms < next)
+            next = w->kill_at_ms;
+    }
+    if (d->full_outputs > 0) {
+        int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
+        for (int i = 0; i < d->worker_count; i++)
+            if (d->workers[i].peer.full_since_ms && d->workers[i].peer.full_since_ms + limit < next)
+                next = d->workers[i].peer.full_since_ms + limit;
+        for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
+            if (d->clients[i].kind == SB_PEER_CLIENT && d->clients[i].full_since_ms &&
+                d->clients[i].full_since_ms + limit < next)
+                next = d->clients[i].full_since_ms + limit;
+    }
+    if (d->phase == SB_PHASE_LINGER && d->linger_deadline_ms < next)
+        next = d->linger_deadline_ms;
+    if (d->phase == SB_PHASE_DRAINING && d->drain_deadline_ms < next)
+        next = d->drain_deadline_ms;
+    return next;
+}
+
+static void check_phase(sb_daemon *d, int64_t now) {
+    if (d->phase == SB_PHASE_LINGER) {
+        const sb_peer *c = &d->clients[0];
+        bool client_done = c->kind != SB_PEER_CLIENT ||
+                           (!client_has_pending(d, c) && sb_outq_len(&c->out) == 0);
+        if (client_done)
+            begin_shutdown(d, "stdin EOF, nothing in flight");
+        else if (now >= d->linger_deadline_ms)
+            begin_shutdown(d, "stdin EOF, drain_timeout_sec reached with requests in flight");
+    }
+    if (d->phase == SB_PHASE_DRAINING) {
+        if (d->live_workers == 0 && clients_flushed(d))
+            d->phase = SB_PHASE_DONE;
+        else if (now >= d->drain_deadline_ms) {
+            kill_remaining(d);
+            d->phase = SB_PHASE_DONE;
+        }
+    }
+}
+
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt) {
+    memset(d, 0, sizeof *d);
+    d->cfg = cfg;
+    d->limits = &cfg->limits;
+    d->mode = opt->mode;
+    d->listen_fd = -1;
+    d->signal_fd = -1;
+    d->worker_count = cfg->worker_count;
+    int peers = STDIO_BUS_MAX_CONNECTIONS + cfg->worker_count;
+    d->workers = calloc((size_t)cfg->worker_count, sizeof *d->workers);
+    d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
+    d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
+    d->ready = malloc((size_t)peers * sizeof *d->ready);
+    d->doomed = malloc((size_t)peers * sizeof *d->doomed);
+    if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed ||
+        sb_loop_init(&d->loop) < 0 ||
+        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0) {
+        sb_error(NULL, "out of memory at start-up");
+        return STDIO_BUS_ERR;
+    }
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        d->clients[i].in_fd = d->clients[i].out_fd = -1;
+        d->free_clients[i] = STDIO_BUS_MAX_CONNECTIONS - 1 - i; /* hand out slot 0 first */
+    }
+    d->free_count = STDIO_BUS_MAX_CONNECTIONS;
+    int id = 0;
+    for (int p = 0; p < cfg->pool_count; p++) /* SB-I-13: ids in config order */
+        for (int k = 0; k < cfg->pools[p].instances; k++, id++)
+            if (sb_worker_init(&d->workers[id], id, &cfg->pools[p], d->limits) < 0) {
+                sb_error(NULL, "out of memory at start-up");
+                return STDIO_BUS_ERR;
+            }
+    return STDIO_BUS_OK;
+}
+
+static void daemon_fini(sb_daemon *d) {
+    /* SB-10.2-5 */
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS && d->clients; i++)
+        if (d->clients[i].kind == SB_PEER_CLIENT) {
+            sb_peer *c = &d->clients[i];
+            if (c->in_fd > STDERR_FILENO)
+                close(c->in_fd);
+            if (c->out_fd > STDERR_FILENO && c->out_fd != c->in_fd)
+                close(c->out_fd);
+            sb_frame_fini(&c->in);
+            sb_outq_fini(&c->out);
+        }
+    for (int i = 0; i < d->worker_count && d->workers; i++) {
+        worker_close_fds(d, &d->workers[i]);
+        sb_worker_fini(&d->workers[i]);
+    }
+    if (d->listen_fd >= 0) {
+        close(d->listen_fd);
+        if (d->unix_path)
+            unlink(d->unix_path);
+    }
+    if (d->signal_fd >= 0)
+        sb_signals_close();
+    if (d->mode == SB_MODE_STDIO) { /* give the terminal back as we found it */
+        fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags);
+        fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags);
+    }
+    sb_router_fini(&d->router);
+    sb_loop_fini(&d->loop);
+    free(d->workers);
+    free(d->clients);
+    free(d->free_clients);
+    free(d->ready);
+    free(d->doomed);
+}
+
+static int open_clients(sb_daemon *d, const sb_options *opt) {
+    char err[512];
+    if (opt->mode == SB_MODE_STDIO) { /* SB-4.1.2-1: exactly one client */
+        d->stdin_flags = fcntl(STDIN_FILENO, F_GETFL);
+        d->stdout_flags = fcntl(STDOUT_FILENO, F_GETFL);
+        if (d->stdin_flags < 0 || d->stdout_flags < 0) {
+            sb_error(NULL, "stdio mode needs open stdin and stdout");
+            return STDIO_BUS_ERR;
+        }
+        fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags | O_NONBLOCK);
+        fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags | O_NONBLOCK);
+        if (!client_open(d, STDIN_FILENO, STDOUT_FILENO)) {
+            sb_error(NULL, "out of memory");
+            return STDIO_BUS_ERR;
+        }
+        return STDIO_BUS_OK;
+    }
+    if (opt->mode == SB_MODE_UNIX) {
+        d->listen_fd = sb_net_listen_unix(opt->address, err, sizeof err);
+        if (d->listen_fd < 0) {
+            sb_error(NULL, "%s", err);
+            return STDIO_BUS_ERR;
+        }
+        d->unix_path = opt->address;
+        sb_info(NULL, "listening on unix:%s", opt->address);
+    } else {
+        char host[256], port[16], bound[300];
+        sb_cli_split_host_port(opt->address, host, sizeof host, port, sizeof port);
+        d->listen_fd = sb_net_listen_tcp(host, port, bound, sizeof bound, err, sizeof err);
+        if (d->listen_fd < 0) {
+            sb_error(NULL, "%s", err);
+            return STDIO_BUS_ERR;
+        }
+        sb_info(NULL, "listening on tcp:%s", bound);
+    }
+    if (sb_loop_add(&d->loop, d->listen_fd, POLLIN, on_listen_event, d) < 0)
+        return STDIO_BUS_ERR;
+    return STDIO_BUS_OK;
+}
+
+int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
+    sb_daemon d;
+    daemon_ctx = &d;
+    raise_fd_limit();
+    int rc = daemon_init(&d, cfg, opt);
+    if (rc == 0) {
+        d.signal_fd = sb_signals_open();
+        if (d.signal_fd < 0 || sb_loop_add(&d.loop, d.signal_fd, POLLIN, on_signal_event, &d) < 0) {
+            sb_error(NULL, "cannot set up signal handling: %s", strerror(errno));
+            rc = STDIO_BUS_ERR;
+        }
+    }
+    /* Workers first, so a client's first line finds them running. */
+    for (int i = 0; rc == 0 && i < d.worker_count; i++) /* SB-3.1-2 */
+        if (worker_spawn(&d, &d.workers[i]) < 0)
+            d.workers[i].restart_at_ms = now_ms() + d.limits->restart_backoff_ms;
+    if (rc == 0)
+        rc = open_clients(&d, opt);
+    if (rc < 0) {
+        begin_shutdown(&d, "start-up failed");
+        while (d.phase != SB_PHASE_DONE) {
+            int64_t now = now_ms();
+            check_phase(&d, now);
+            if (d.phase == SB_PHASE_DONE)
+                break;
+            sb_loop_run_once(&d.loop, (int)(d.drain_deadline_ms - now));
+        }
+        daemon_fini(&d);
+        return 1;
+    }
+    sb_info(NULL, "stdio_bus %s ready: %d pool(s), %d worker(s), %s mode", SB_VERSION,
+            cfg->pool_count, cfg->worker_count,
+            opt->mode == SB_MODE_STDIO ? "stdio" : opt->mode == SB_MODE_UNIX ? "unix" : "tcp");
+
+    while (d.phase != SB_PHASE_DONE) {
+        int64_t now = now_ms();
+        check_timers(&d, now);
+        finish_round(&d);
+        check_phase(&d, now);
+        if (d.phase == SB_PHASE_DONE)
+            break;
+        int64_t deadline = next_deadline(&d);
+        int timeout = -1; /* nothing scheduled: sleep until an fd or a signal wakes us */
+        if (deadline != INT64_MAX) {
+            int64_t wait = deadline - now_ms();
+            timeout = wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
+        }
+        if (sb_loop_run_once(&d.loop, timeout) < 0) {
+            sb_error(NULL, "poll failed: %s", strerror(errno));
+            begin_shutdown(&d, "poll failure");
+        }
+        finish_round(&d);
+    }
+    sb_info(NULL, "shutdown complete");
+    daemon_fini(&d);
+    return 0; /* SB-10.2-6 */
+}

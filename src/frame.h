@@ -1,0 +1,51 @@
+/* NDJSON framing (spec 2.2, 4.2.1, 7.3.2): a per-connection input buffer
+ * that yields complete lines and enforces max_input_buffer.
+ *
+ * The buffer owns its storage. It starts empty (no allocation, so an idle
+ * connection costs nothing) and grows geometrically up to `max` bytes. Lines
+ * returned by sb_frame_next point into the buffer and stay valid until the
+ * next call to sb_frame_space, sb_frame_commit or sb_frame_fini. */
+#ifndef SB_FRAME_H
+#define SB_FRAME_H
+
+#include <stddef.h>
+
+typedef struct {
+    char *data;
+    size_t start;   /* first byte not yet returned as a line */
+    size_t scanned; /* bytes after start already known to hold no '\n' */
+    size_t len;     /* bytes in data */
+    size_t cap;     /* bytes allocated */
+    size_t max;     /* max_input_buffer: a line incl. its '\n' must fit */
+} sb_frame;
+
+/* Sets up an empty buffer; allocates nothing. */
+void sb_frame_init(sb_frame *f, size_t max);
+/* Frees the storage; the frame may be initialised again. */
+void sb_frame_fini(sb_frame *f);
+
+/* Makes room for a read and returns where to read into; *avail gets how
+ * many bytes may be read (at least 1). Moves the unread bytes to the front
+ * and grows the storage as needed, never beyond max.
+ * Returns NULL with *avail = 0 when the buffered partial line already holds
+ * max bytes (the caller must treat it as overflow), or when out of memory
+ * (errno = ENOMEM). */
+char *sb_frame_space(sb_frame *f, size_t *avail);
+/* Records that n bytes were read into the space returned above. */
+void sb_frame_commit(sb_frame *f, size_t n);
+
+/* Finds the next complete line.
+ * Returns its length including the '\n' (> 0) and sets *line;
+ *         STDIO_BUS_EAGAIN when no complete line is buffered yet;
+ *         STDIO_BUS_EFULL when the partial line buffered has reached max
+ *         bytes without a '\n' (SB-7.3.2: close the connection). */
+long sb_frame_next(sb_frame *f, const char **line);
+
+/* Bytes buffered and not yet returned as lines. */
+size_t sb_frame_pending(const sb_frame *f);
+
+/* Releases the storage if nothing is buffered, so an idle connection does
+ * not keep a large buffer after one big message. */
+void sb_frame_shrink(sb_frame *f);
+
+#endif

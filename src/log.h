@@ -1,0 +1,24 @@
+/* Logging (spec Appendix C): levels, UTC timestamps and a context tag, on
+ * stderr only. stdout belongs to forwarded messages (SB-C-1). */
+#ifndef SB_LOG_H
+#define SB_LOG_H
+
+typedef enum { SB_LOG_DEBUG = 0, SB_LOG_INFO, SB_LOG_WARN, SB_LOG_ERROR } sb_log_level;
+
+/* Messages below `level` are dropped. Default: SB_LOG_INFO. */
+void sb_log_set_level(sb_log_level level);
+/* Parses "debug", "info", "warn" or "error"; returns 0 or STDIO_BUS_EINVAL. */
+int sb_log_parse_level(const char *name, sb_log_level *out);
+int sb_log_enabled(sb_log_level level);
+
+/* Writes one line: `<time> <LEVEL> [<ctx>] <message>\n` with a single
+ * write(2), so lines from one process never interleave. ctx may be NULL. */
+void sb_log(sb_log_level level, const char *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define sb_debug(ctx, ...) do { if (sb_log_enabled(SB_LOG_DEBUG)) sb_log(SB_LOG_DEBUG, ctx, __VA_ARGS__); } while (0)
+#define sb_info(ctx, ...) sb_log(SB_LOG_INFO, ctx, __VA_ARGS__)
+#define sb_warn(ctx, ...) sb_log(SB_LOG_WARN, ctx, __VA_ARGS__)
+#define sb_error(ctx, ...) sb_log(SB_LOG_ERROR, ctx, __VA_ARGS__)
+
+#endif

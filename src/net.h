@@ -1,0 +1,23 @@
+/* Listening sockets for the socket modes (spec 4.1.1). */
+#ifndef SB_NET_H
+#define SB_NET_H
+
+#include <stddef.h>
+
+/* Binds and listens on a unix socket at path, mode 0600 (SB-I-22). A stale
+ * socket file (nobody accepts on it) is replaced; a live one is an error.
+ * Returns the fd (non-blocking, close-on-exec) or STDIO_BUS_ERR with a
+ * reason in err. */
+int sb_net_listen_unix(const char *path, char *err, size_t err_size);
+
+/* Binds exactly host:port (IPv4 literal, IPv6 literal or name) and
+ * listens. Returns the fd or STDIO_BUS_ERR with a reason in err; *bound
+ * gets the address actually bound, e.g. "127.0.0.1:40123". */
+int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bound_size,
+                      char *err, size_t err_size);
+
+/* Accepts one connection: non-blocking, close-on-exec. Returns the fd,
+ * STDIO_BUS_EAGAIN when none is waiting, STDIO_BUS_ERR otherwise. */
+int sb_net_accept(int listen_fd);
+
+#endif

@@ -1,0 +1,31 @@
+/* A peer of the daemon: one client connection or one worker's stdio pipes.
+ * Both sides have the same shape for the routing core: an input framed into
+ * lines (sb_frame) and an output queue (sb_outq), so backpressure (7.3.1)
+ * and overflow (7.3.2) work the same way in both directions. */
+#ifndef SB_PEER_H
+#define SB_PEER_H
+
+#include "frame.h"
+#include "outq.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { SB_PEER_FREE = 0, SB_PEER_CLIENT, SB_PEER_WORKER } sb_peer_kind;
+
+typedef struct sb_peer {
+    sb_peer_kind kind;
+    int index;          /* router id: client slot or worker id */
+    int in_fd;          /* client socket / stdin; worker stdout; -1 when closed */
+    int out_fd;         /* client socket / stdout; worker stdin; -1 when closed */
+    sb_frame in;
+    sb_outq out;
+    struct sb_peer *blocked_on; /* SB-7.3.1-1: paused until this output drains */
+    int64_t full_since_ms;      /* SB-7.3.1-2: when out went over its cap; 0 = not */
+    bool in_eof;
+    bool doomed;                /* close after the current dispatch */
+    bool queued;                /* on the ready list: has buffered lines to process */
+    char name[64];              /* log context */
+} sb_peer;
+
+#endif

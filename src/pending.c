@@ -1,0 +1,178 @@
+#include "pending.h"
+#include "hash.h"
+#include "status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL (-1)
+
+int sb_pending_init(sb_pending *t, int capacity, int receivers, int senders) {
+    memset(t, 0, sizeof *t);
+    uint32_t buckets = sb_hash_pow2((uint32_t)capacity * 2);
+    t->entries = calloc((size_t)capacity, sizeof *t->entries);
+    t->buckets = malloc(buckets * sizeof *t->buckets);
+    t->recv_head = malloc((size_t)receivers * sizeof *t->recv_head);
+    t->send_head = malloc((size_t)senders * sizeof *t->send_head);
+    if (!t->entries || !t->buckets || !t->recv_head || !t->send_head) {
+        sb_pending_fini(t);
+        return STDIO_BUS_ERR;
+    }
+    t->capacity = capacity;
+    t->bucket_mask = buckets - 1;
+    t->recv_slots = receivers;
+    t->send_slots = senders;
+    for (uint32_t i = 0; i < buckets; i++)
+        t->buckets[i] = NIL;
+    for (int i = 0; i < receivers; i++)
+        t->recv_head[i] = NIL;
+    for (int i = 0; i < senders; i++)
+        t->send_head[i] = NIL;
+    for (int i = 0; i < capacity; i++)
+        t->entries[i].next_in_bucket = i + 1 < capacity ? i + 1 : NIL;
+    t->free_head = capacity > 0 ? 0 : NIL;
+    return STDIO_BUS_OK;
+}
+
+void sb_pending_fini(sb_pending *t) {
+    free(t->entries);
+    free(t->buckets);
+    free(t->recv_head);
+    free(t->send_head);
+    memset(t, 0, sizeof *t);
+}
+
+static uint32_t key_hash(int receiver, const char *id, size_t id_len) {
+    return sb_hash_bytes((uint32_t)receiver * 2654435761u, id, id_len);
+}
+
+int sb_pending_add(sb_pending *t, int receiver, int sender, const char *id, size_t id_len,
+                   const char *session, size_t session_len) {
+    if (id_len == 0 || id_len > sizeof t->entries[0].id ||
+        session_len > sizeof t->entries[0].session)
+        return STDIO_BUS_EINVAL;
+    if (t->free_head == NIL)
+        return STDIO_BUS_EFULL;
+    int32_t index = t->free_head;
+    sb_request *r = &t->entries[index];
+    t->free_head = r->next_in_bucket;
+
+    r->hash = key_hash(receiver, id, id_len);
+    r->receiver = receiver;
+    r->sender = sender;
+    r->seq = t->next_seq++;
+    r->id_len = (uint8_t)id_len;
+    memcpy(r->id, id, id_len);
+    r->session_len = (uint16_t)session_len;
+    if (session_len)
+        memcpy(r->session, session, session_len);
+
+    int32_t *bucket = &t->buckets[r->hash & t->bucket_mask];
+    r->next_in_bucket = *bucket;
+    *bucket = index;
+
+    r->recv_prev = NIL;
+    r->recv_next = t->recv_head[receiver];
+    if (r->recv_next != NIL)
+        t->entries[r->recv_next].recv_prev = index;
+    t->recv_head[receiver] = index;
+
+    r->send_prev = NIL;
+    r->send_next = t->send_head[sender];
+    if (r->send_next != NIL)
+        t->entries[r->send_next].send_prev = index;
+    t->send_head[sender] = index;
+
+    t->count++;
+    return STDIO_BUS_OK;
+}
+
+static int matches(const sb_request *r, uint32_t hash, int receiver, const char *id,
+                   size_t id_len) {
+    return r->hash == hash && r->receiver == receiver && r->id_len == id_len &&
+           memcmp(r->id, id, id_len) == 0;
+}
+
+int sb_pending_holds(const sb_pending *t, int receiver, const char *id, size_t id_len) {
+    uint32_t h = key_hash(receiver, id, id_len);
+    for (int32_t i = t->buckets[h & t->bucket_mask]; i != NIL; i = t->entries[i].next_in_bucket)
+        if (matches(&t->entries[i], h, receiver, id, id_len))
+            return 1;
+    return 0;
+}
+
+static void unlink_entry(sb_pending *t, int32_t index) {
+    sb_request *r = &t->entries[index];
+    int32_t *link = &t->buckets[r->hash & t->bucket_mask];
+    while (*link != index)
+        link = &t->entries[*link].next_in_bucket;
+    *link = r->next_in_bucket;
+
+    if (r->recv_prev != NIL)
+        t->entries[r->recv_prev].recv_next = r->recv_next;
+    else
+        t->recv_head[r->receiver] = r->recv_next;
+    if (r->recv_next != NIL)
+        t->entries[r->recv_next].recv_prev = r->recv_prev;
+
+    if (r->send_prev != NIL)
+        t->entries[r->send_prev].send_next = r->send_next;
+    else
+        t->send_head[r->sender] = r->send_next;
+    if (r->send_next != NIL)
+        t->entries[r->send_next].send_prev = r->send_prev;
+
+    r->id_len = 0;
+    r->next_in_bucket = t->free_head;
+    t->free_head = index;
+    t->count--;
+}
+
+int sb_pending_take(sb_pending *t, int receiver, const char *id, size_t id_len,
+                    const char *session, size_t session_len) {
+    uint32_t h = key_hash(receiver, id, id_len);
+    int32_t oldest = NIL, same_session = NIL;
+    for (int32_t i = t->buckets[h & t->bucket_mask]; i != NIL; i = t->entries[i].next_in_bucket) {
+        const sb_request *r = &t->entries[i];
+        if (!matches(r, h, receiver, id, id_len))
+            continue;
+        if (oldest == NIL || r->seq < t->entries[oldest].seq)
+            oldest = i;
+        if (session_len && r->session_len == session_len &&
+            memcmp(r->session, session, session_len) == 0 &&
+            (same_session == NIL || r->seq < t->entries[same_session].seq))
+            same_session = i;
+    }
+    int32_t chosen = same_session != NIL ? same_session : oldest;
+    if (chosen == NIL)
+        return STDIO_BUS_ENOTFOUND;
+    int sender = t->entries[chosen].sender;
+    unlink_entry(t, chosen);
+    return sender;
+}
+
+int sb_pending_drop_receiver(sb_pending *t, int receiver,
+                             void (*visit)(void *ctx, const sb_request *r), void *ctx) {
+    int dropped = 0;
+    while (t->recv_head[receiver] != NIL) {
+        int32_t index = t->recv_head[receiver];
+        if (visit)
+            visit(ctx, &t->entries[index]);
+        unlink_entry(t, index);
+        dropped++;
+    }
+    return dropped;
+}
+
+int sb_pending_drop_sender(sb_pending *t, int sender,
+                           void (*visit)(void *ctx, const sb_request *r), void *ctx) {
+    int dropped = 0;
+    while (t->send_head[sender] != NIL) {
+        int32_t index = t->send_head[sender];
+        if (visit)
+            visit(ctx, &t->entries[index]);
+        unlink_entry(t, index);
+        dropped++;
+    }
+    return dropped;
+}

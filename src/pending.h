@@ -1,0 +1,73 @@
+/* The pending Request table (spec 6.2, 6.3.1): requests in flight.
+ *
+ * A response comes back from the side that received the request, carrying
+ * only the id, so entries are keyed by (receiver, raw id token) and hold the
+ * sender. The same table type serves both directions: client requests
+ * (receiver = worker, sender = client) and server-to-client requests
+ * (receiver = client, sender = worker; SB-I-14).
+ *
+ * Fixed capacity, allocated once; O(1) lookups. Several entries may share a
+ * key (two clients reusing an id on one worker, SB-I-3); a response then
+ * takes the entry whose recorded sessionId matches its own, else the oldest. */
+#ifndef SB_PENDING_H
+#define SB_PENDING_H
+
+#include "bus_limits.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int32_t next_in_bucket;
+    int32_t recv_prev, recv_next;
+    int32_t send_prev, send_next;
+    int receiver;
+    int sender;
+    uint64_t seq;
+    uint32_t hash;
+    uint8_t id_len;       /* 0 = free slot */
+    uint16_t session_len; /* 0 = the request had no sessionId */
+    char id[STDIO_BUS_MAX_REQUEST_ID_LEN + 2];          /* raw token */
+    char session[STDIO_BUS_MAX_SESSION_ID_LEN + 2];     /* raw token */
+} sb_request;
+
+typedef struct {
+    sb_request *entries;
+    int32_t *buckets;
+    uint32_t bucket_mask;
+    int32_t free_head;
+    int count;
+    int capacity;
+    uint64_t next_seq;
+    int32_t *recv_head;
+    int recv_slots;
+    int32_t *send_head;
+    int send_slots;
+} sb_pending;
+
+int sb_pending_init(sb_pending *t, int capacity, int receivers, int senders);
+void sb_pending_fini(sb_pending *t);
+
+/* Records a request. session may be NULL (len 0). Returns 0,
+ * STDIO_BUS_EFULL when the table is full, STDIO_BUS_EINVAL when a token is
+ * longer than its limit. */
+int sb_pending_add(sb_pending *t, int receiver, int sender, const char *id, size_t id_len,
+                   const char *session, size_t session_len);
+
+/* True when (receiver, id) has at least one entry. */
+int sb_pending_holds(const sb_pending *t, int receiver, const char *id, size_t id_len);
+
+/* Finds the entry a response from `receiver` with this id (and sessionId,
+ * may be NULL) answers, removes it and returns its sender (>= 0), or
+ * STDIO_BUS_ENOTFOUND. */
+int sb_pending_take(sb_pending *t, int receiver, const char *id, size_t id_len,
+                    const char *session, size_t session_len);
+
+/* Removes every entry with this receiver / this sender, calling visit (may
+ * be NULL) on each first. Returns how many were removed. */
+int sb_pending_drop_receiver(sb_pending *t, int receiver,
+                             void (*visit)(void *ctx, const sb_request *r), void *ctx);
+int sb_pending_drop_sender(sb_pending *t, int sender,
+                           void (*visit)(void *ctx, const sb_request *r), void *ctx);
+
+#endif

@@ -1,0 +1,247 @@
+#include "router.h"
+#include "bus_limits.h"
+#include "status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sb_router_init(sb_router *r, int workers, int client_slots) {
+    memset(r, 0, sizeof *r);
+    r->running = calloc((size_t)workers, sizeof *r->running);
+    if (!r->running ||
+        sb_sessions_init(&r->sessions, STDIO_BUS_MAX_SESSIONS, workers, client_slots) < 0 ||
+        sb_pending_init(&r->requests, STDIO_BUS_MAX_PENDING_REQUESTS, workers, client_slots) < 0 ||
+        sb_pending_init(&r->upstream, STDIO_BUS_MAX_PENDING_REQUESTS, client_slots, workers) < 0) {
+        sb_router_fini(r);
+        return STDIO_BUS_ERR;
+    }
+    r->worker_count = workers;
+    r->client_slots = client_slots;
+    return STDIO_BUS_OK;
+}
+
+void sb_router_fini(sb_router *r) {
+    sb_sessions_fini(&r->sessions);
+    sb_pending_fini(&r->requests);
+    sb_pending_fini(&r->upstream);
+    free(r->running);
+    memset(r, 0, sizeof *r);
+}
+
+void sb_router_set_running(sb_router *r, int worker, bool running) { r->running[worker] = running; }
+
+size_t sb_router_token_len(const sb_token *t) {
+    return t->type == SB_JSON_STRING ? t->raw_len - 2 : t->raw_len;
+}
+
+static int is_blank(const char *line, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r' && line[i] != '\n')
+            return 0;
+    return 1;
+}
+
+/* Parses the line and checks the routing fields (SB-4.3-2, SB-I-2, SB-I-18).
+ * Returns false with d->action = IGNORE or REJECT when it must not be routed. */
+static bool extract(sb_route *d, const char *line, size_t len) {
+    if (is_blank(line, len)) {
+        d->action = SB_ROUTE_IGNORE;
+        return false;
+    }
+    int rc = sb_fields_parse(line, len, &d->fields);
+    d->action = SB_ROUTE_REJECT;
+    if (rc == STDIO_BUS_ERR) {
+        d->why = SB_WHY_NOT_JSON;
+        return false;
+    }
+    if (rc != STDIO_BUS_OK) {
+        d->why = SB_WHY_NOT_OBJECT;
+        return false;
+    }
+    const sb_token *id = &d->fields.id, *sid = &d->fields.session_id;
+    if (id->type != SB_JSON_ABSENT && id->type != SB_JSON_STRING && id->type != SB_JSON_NUMBER &&
+        id->type != SB_JSON_NULL) {
+        d->why = SB_WHY_BAD_ID_TYPE;
+        return false;
+    }
+    if (id->type != SB_JSON_ABSENT && sb_router_token_len(id) > STDIO_BUS_MAX_REQUEST_ID_LEN) {
+        d->why = SB_WHY_ID_TOO_LONG;
+        return false;
+    }
+    if (sid->type != SB_JSON_ABSENT && sid->type != SB_JSON_STRING) {
+        d->why = SB_WHY_BAD_SESSION_TYPE;
+        return false;
+    }
+    if (sid->type != SB_JSON_ABSENT && sb_router_token_len(sid) > STDIO_BUS_MAX_SESSION_ID_LEN) {
+        d->why = SB_WHY_SESSION_TOO_LONG;
+        return false;
+    }
+    d->action = SB_ROUTE_DROP;
+    return true;
+}
+
+static void drop(sb_route *d, sb_route_why why) {
+    d->action = SB_ROUTE_DROP;
+    d->why = why;
+}
+
+/* Round-robin over running workers (SB-6.1.1-1, SB-6.1.3-1, SB-I-11). For
+ * a request, skips workers that already hold the same id pending so two
+ * clients reusing an id stay distinguishable (SB-I-3). Returns -1 if no
+ * worker is running. */
+static int pick_worker(sb_router *r, const sb_token *id) {
+    int first_running = -1;
+    for (int n = 0; n < r->worker_count; n++) {
+        int w = (r->rr_next + n) % r->worker_count;
+        if (!r->running[w])
+            continue;
+        if (first_running < 0)
+            first_running = w;
+        if (id->type == SB_JSON_ABSENT || !sb_pending_holds(&r->requests, w, id->raw, id->raw_len)) {
+            r->rr_next = (w + 1) % r->worker_count;
+            return w;
+        }
+    }
+    if (first_running >= 0)
+        r->rr_next = (first_running + 1) % r->worker_count;
+    return first_running;
+}
+
+static bool is_response(const sb_fields *f) {
+    return f->result.type != SB_JSON_ABSENT || f->error.type != SB_JSON_ABSENT;
+}
+
+sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_t len) {
+    sb_route d = {0};
+    if (!extract(&d, line, len))
+        return d;
+    const sb_token *id = &d.fields.id, *sid = &d.fields.session_id;
+    bool has_id = id->type != SB_JSON_ABSENT, has_sid = sid->type != SB_JSON_ABSENT;
+
+    if (is_response(&d.fields) && d.fields.method.type == SB_JSON_ABSENT) {
+        /* SB-I-14: the client answers a server-to-client request. */
+        if (has_id) {
+            int w = sb_pending_take(&r->upstream, client, id->raw, id->raw_len,
+                                    has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0);
+            if (w >= 0 && r->running[w]) {
+                d.action = SB_ROUTE_TO_WORKER;
+                d.target = w;
+                return d;
+            }
+        }
+        if (has_sid) {
+            sb_session *s = sb_sessions_find(&r->sessions, sid->raw, sid->raw_len);
+            if (s && s->client == client && r->running[s->worker]) {
+                d.action = SB_ROUTE_TO_WORKER;
+                d.target = s->worker;
+                return d;
+            }
+        }
+        drop(&d, SB_WHY_NO_REQUEST);
+        return d;
+    }
+
+    d.is_request = has_id; /* SB-6.2: a message with an id is a Request */
+    if (has_id && r->requests.count >= r->requests.capacity) {
+        drop(&d, SB_WHY_PENDING_FULL); /* SB-I-18 */
+        return d;
+    }
+
+    int target;
+    if (has_sid) {
+        sb_session *s = sb_sessions_find(&r->sessions, sid->raw, sid->raw_len);
+        if (s) {
+            if (s->client != client) { /* SB-I-4 */
+                d.other = s->client;
+                drop(&d, SB_WHY_FOREIGN_SESSION);
+                return d;
+            }
+            target = s->worker; /* SB-6.1.2-1, SB-6.1.2-2 */
+        } else {
+            if (r->sessions.count >= r->sessions.capacity) {
+                drop(&d, SB_WHY_SESSIONS_FULL); /* SB-I-18 */
+                return d;
+            }
+            target = pick_worker(r, id);
+            if (target < 0) {
+                drop(&d, SB_WHY_NO_WORKER); /* SB-I-12 */
+                return d;
+            }
+            /* SB-6.1.1-2, SB-6.1.1-3 */
+            sb_sessions_add(&r->sessions, sid->raw, sid->raw_len, target, client);
+            d.new_session = true;
+        }
+    } else {
+        target = pick_worker(r, id); /* SB-6.1.3: no Session entry is created */
+        if (target < 0) {
+            drop(&d, SB_WHY_NO_WORKER);
+            return d;
+        }
+    }
+
+    if (has_id) /* SB-6.2-1..3 */
+        sb_pending_add(&r->requests, target, client, id->raw, id->raw_len,
+                       has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0);
+    d.action = SB_ROUTE_TO_WORKER;
+    d.target = target;
+    return d;
+}
+
+sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_t len) {
+    sb_route d = {0};
+    if (!extract(&d, line, len))
+        return d;
+    const sb_token *id = &d.fields.id, *sid = &d.fields.session_id;
+    bool has_id = id->type != SB_JSON_ABSENT, has_sid = sid->type != SB_JSON_ABSENT;
+
+    if (is_response(&d.fields)) { /* SB-6.3.1 */
+        int client = has_id ? sb_pending_take(&r->requests, worker, id->raw, id->raw_len,
+                                              has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0)
+                            : STDIO_BUS_ENOTFOUND;
+        if (client < 0) {
+            drop(&d, SB_WHY_UNKNOWN_ID); /* SB-6.3.1-4 */
+            return d;
+        }
+        d.action = SB_ROUTE_TO_CLIENT;
+        d.target = client;
+        return d;
+    }
+    if (has_sid) { /* SB-6.3.2 */
+        sb_session *s = sb_sessions_find(&r->sessions, sid->raw, sid->raw_len);
+        if (!s) {
+            drop(&d, SB_WHY_UNKNOWN_SESSION);
+            return d;
+        }
+        if (has_id && d.fields.method.type != SB_JSON_ABSENT)
+            /* SB-I-15: remember the server-to-client request so the client's
+             * reply finds its way back. A full table only loses that. */
+            sb_pending_add(&r->upstream, s->client, worker, id->raw, id->raw_len, sid->raw,
+                           sid->raw_len);
+        d.action = SB_ROUTE_TO_CLIENT;
+        d.target = s->client;
+        return d;
+    }
+    drop(&d, SB_WHY_UNROUTABLE); /* SB-6.3.3 */
+    return d;
+}
+
+const char *sb_router_why(sb_route_why why) {
+    switch (why) {
+    case SB_WHY_NONE: return "routed";
+    case SB_WHY_NOT_JSON: return "not valid JSON";
+    case SB_WHY_NOT_OBJECT: return "valid JSON but not an object";
+    case SB_WHY_BAD_ID_TYPE: return "id is not a string, number or null";
+    case SB_WHY_BAD_SESSION_TYPE: return "sessionId is not a string";
+    case SB_WHY_ID_TOO_LONG: return "id longer than STDIO_BUS_MAX_REQUEST_ID_LEN";
+    case SB_WHY_SESSION_TOO_LONG: return "sessionId longer than STDIO_BUS_MAX_SESSION_ID_LEN";
+    case SB_WHY_NO_WORKER: return "no running worker";
+    case SB_WHY_FOREIGN_SESSION: return "sessionId is owned by another client";
+    case SB_WHY_SESSIONS_FULL: return "session table full (STDIO_BUS_MAX_SESSIONS)";
+    case SB_WHY_PENDING_FULL: return "pending request table full (STDIO_BUS_MAX_PENDING_REQUESTS)";
+    case SB_WHY_UNKNOWN_ID: return "response id not in the pending request table";
+    case SB_WHY_UNKNOWN_SESSION: return "sessionId not in the session table";
+    case SB_WHY_UNROUTABLE: return "neither a response with an id nor a sessionId";
+    case SB_WHY_NO_REQUEST: return "client response matches no request";
+    }
+    return "?";
+}

@@ -1,0 +1,80 @@
+/* The routing decision (spec 6): pure, no I/O, no allocation.
+ *
+ * Given one line from a client or a worker, decides where it goes and
+ * updates the Session table and the pending tables. The caller does the
+ * I/O and the logging; the decision carries what it needs for both. */
+#ifndef SB_ROUTER_H
+#define SB_ROUTER_H
+
+#include "fields.h"
+#include "pending.h"
+#include "sessions.h"
+
+#include <stdbool.h>
+
+typedef enum {
+    SB_ROUTE_IGNORE = 0, /* blank line (SB-I-6) */
+    SB_ROUTE_TO_WORKER,
+    SB_ROUTE_TO_CLIENT,
+    SB_ROUTE_DROP,       /* discard and log a warning; the source stays */
+    SB_ROUTE_REJECT      /* malformed: close the client (4.3) / fail the worker (5.3) */
+} sb_route_action;
+
+typedef enum {
+    SB_WHY_NONE = 0,
+    /* REJECT */
+    SB_WHY_NOT_JSON,
+    SB_WHY_NOT_OBJECT,
+    SB_WHY_BAD_ID_TYPE,
+    SB_WHY_BAD_SESSION_TYPE,
+    SB_WHY_ID_TOO_LONG,
+    SB_WHY_SESSION_TOO_LONG,
+    /* DROP */
+    SB_WHY_NO_WORKER,
+    SB_WHY_FOREIGN_SESSION,
+    SB_WHY_SESSIONS_FULL,
+    SB_WHY_PENDING_FULL,
+    SB_WHY_UNKNOWN_ID,
+    SB_WHY_UNKNOWN_SESSION,
+    SB_WHY_UNROUTABLE,
+    SB_WHY_NO_REQUEST
+} sb_route_why;
+
+typedef struct {
+    sb_route_action action;
+    sb_route_why why;
+    int target;        /* worker or client id for TO_WORKER / TO_CLIENT */
+    int other;         /* FOREIGN_SESSION: the owning client */
+    bool is_request;   /* a client line with an id and no result/error */
+    bool new_session;  /* SB-6.1.1: the line created its session */
+    sb_fields fields;  /* raw tokens point into the line */
+} sb_route;
+
+typedef struct {
+    sb_sessions sessions;
+    sb_pending requests; /* client -> worker requests, keyed by worker */
+    sb_pending upstream; /* worker -> client requests, keyed by client (SB-I-14) */
+    bool *running;       /* per worker: may receive messages */
+    int worker_count;
+    int client_slots;
+    int rr_next;         /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
+} sb_router;
+
+/* Allocates every table once, sized from the hard limits. Workers start
+ * not running. Returns 0 or STDIO_BUS_ERR. */
+int sb_router_init(sb_router *r, int workers, int client_slots);
+void sb_router_fini(sb_router *r);
+
+void sb_router_set_running(sb_router *r, int worker, bool running);
+
+sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_t len);
+sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_t len);
+
+/* Human-readable reason for logs. */
+const char *sb_router_why(sb_route_why why);
+
+/* Length of a raw token's value as the limits count it: strings without
+ * their quotes. */
+size_t sb_router_token_len(const sb_token *t);
+
+#endif

@@ -1,0 +1,129 @@
+#include "worker.h"
+#include "log.h"
+#include "spawn.h"
+#include "status.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *sb_worker_state_name(sb_worker_state s) {
+    static const char *const names[] = {"STARTING", "RUNNING", "STOPPING", "STOPPED"};
+    return names[s];
+}
+
+void sb_worker_name(sb_worker *w) {
+    if (w->pid > 0)
+        snprintf(w->peer.name, sizeof w->peer.name, "worker %d pool=%.20s pid=%d", w->id,
+                 w->pool->id, (int)w->pid);
+    else
+        snprintf(w->peer.name, sizeof w->peer.name, "worker %d pool=%.20s", w->id, w->pool->id);
+}
+
+int sb_worker_init(sb_worker *w, int id, const sb_pool_config *pool, const sb_limits *limits) {
+    memset(w, 0, sizeof *w);
+    w->peer.kind = SB_PEER_WORKER;
+    w->peer.index = id;
+    w->peer.in_fd = w->peer.out_fd = w->stderr_fd = -1;
+    w->id = id;
+    w->pool = pool;
+    w->state = SB_WORKER_STOPPED;
+    sb_frame_init(&w->peer.in, limits->max_input_buffer);
+    sb_outq_init(&w->peer.out, limits->max_output_queue);
+    snprintf(w->env_id, sizeof w->env_id, "STDIO_BUS_WORKER_ID=%d", id);
+    snprintf(w->env_pool, sizeof w->env_pool, "STDIO_BUS_POOL_ID=%.256s", pool->id);
+    w->stderr_buf = malloc(SB_WORKER_STDERR_LINE);
+    if (!w->stderr_buf || sb_restart_init(&w->restarts, limits->max_restarts) < 0)
+        return STDIO_BUS_ERR;
+    sb_worker_name(w);
+    return STDIO_BUS_OK;
+}
+
+void sb_worker_fini(sb_worker *w) {
+    sb_frame_fini(&w->peer.in);
+    sb_outq_fini(&w->peer.out);
+    sb_restart_fini(&w->restarts);
+    free(w->stderr_buf);
+    w->stderr_buf = NULL;
+}
+
+int sb_worker_start(sb_worker *w) {
+    char *extra_env[] = {w->env_id, w->env_pool, NULL};
+    sb_child child;
+    int exec_errno;
+    w->state = SB_WORKER_STARTING;
+    w->pid = -1;
+    sb_worker_name(w);
+    if (sb_spawn(w->pool->resolved, w->pool->argv, extra_env, &child, &exec_errno) < 0) {
+        w->state = SB_WORKER_STOPPED;
+        if (exec_errno)
+            sb_error(w->peer.name, "exec %s failed: %s", w->pool->resolved, strerror(exec_errno));
+        else
+            sb_error(w->peer.name, "cannot start %s: %s", w->pool->resolved, strerror(errno));
+        return STDIO_BUS_ERR;
+    }
+    w->pid = child.pid;
+    w->peer.out_fd = child.stdin_fd;
+    w->peer.in_fd = child.stdout_fd;
+    w->stderr_fd = child.stderr_fd;
+    w->stderr_len = 0;
+    w->peer.in_eof = false;
+    w->peer.doomed = false;
+    w->peer.blocked_on = NULL;
+    w->peer.full_since_ms = 0;
+    w->kill_at_ms = 0;
+    w->muted = false;
+    w->state = SB_WORKER_RUNNING; /* exec succeeded */
+    sb_worker_name(w);
+    sb_info(w->peer.name, "started %s", w->pool->resolved);
+    return STDIO_BUS_OK;
+}
+
+void sb_worker_signal(sb_worker *w, int sig) {
+    if (w->pid > 0)
+        kill(w->pid, sig);
+}
+
+static void relay_line(sb_worker *w, const char *line, size_t len) {
+    if (len && line[len - 1] == '\r')
+        len--;
+    sb_log(SB_LOG_INFO, w->peer.name, "stderr: %.*s", (int)len, line);
+}
+
+int sb_worker_relay_stderr(sb_worker *w, bool flush_all) {
+    int rc = STDIO_BUS_OK;
+    for (;;) {
+        ssize_t n = read(w->stderr_fd, w->stderr_buf + w->stderr_len,
+                         SB_WORKER_STDERR_LINE - w->stderr_len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                rc = STDIO_BUS_EOF;
+            break;
+        }
+        w->stderr_len += (size_t)n;
+        size_t start = 0;
+        char *nl;
+        while ((nl = memchr(w->stderr_buf + start, '\n', w->stderr_len - start))) {
+            relay_line(w, w->stderr_buf + start, (size_t)(nl - (w->stderr_buf + start)));
+            start = (size_t)(nl - w->stderr_buf) + 1;
+        }
+        if (start == 0 && w->stderr_len == SB_WORKER_STDERR_LINE) {
+            relay_line(w, w->stderr_buf, w->stderr_len); /* split an over-long line */
+            start = w->stderr_len;
+        }
+        memmove(w->stderr_buf, w->stderr_buf + start, w->stderr_len - start);
+        w->stderr_len -= start;
+        if (!flush_all)
+            break; /* one read per wake-up: a chatty worker must not starve the loop */
+    }
+    if ((rc == STDIO_BUS_EOF || flush_all) && w->stderr_len) {
+        relay_line(w, w->stderr_buf, w->stderr_len);
+        w->stderr_len = 0;
+    }
+    return rc;
+}

@@ -1,0 +1,63 @@
+/* A worker slot (spec 3.3, Appendix B): its process, its pipes and its
+ * restart history. The slot id is stable across restarts (SB-I-13). */
+#ifndef SB_WORKER_H
+#define SB_WORKER_H
+
+#include "config.h"
+#include "peer.h"
+#include "restart.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum {
+    SB_WORKER_STARTING = 0,
+    SB_WORKER_RUNNING,
+    SB_WORKER_STOPPING,
+    SB_WORKER_STOPPED
+} sb_worker_state;
+
+#define SB_WORKER_STDERR_LINE 4096
+
+typedef struct {
+    sb_peer peer;        /* in_fd = its stdout, out_fd = its stdin */
+    int id;
+    const sb_pool_config *pool;
+    sb_worker_state state;
+    pid_t pid;           /* > 0 while a process exists (until reaped) */
+    int stderr_fd;
+    size_t stderr_len;
+    char *stderr_buf;    /* SB_WORKER_STDERR_LINE bytes (SB-I-7) */
+    sb_restart_history restarts;
+    int64_t restart_at_ms; /* 0 = no restart scheduled */
+    int64_t kill_at_ms;    /* STOPPING: SIGKILL deadline; 0 = none */
+    bool given_up;         /* max_restarts reached (SB-7.1.3-3) */
+    bool muted;            /* failed (5.3): its output is no longer routed */
+    char env_id[48];
+    char env_pool[320];
+} sb_worker;
+
+const char *sb_worker_state_name(sb_worker_state s);
+
+/* Prepares a slot; allocates its stderr buffer and restart history.
+ * Returns 0 or STDIO_BUS_ERR. */
+int sb_worker_init(sb_worker *w, int id, const sb_pool_config *pool, const sb_limits *limits);
+void sb_worker_fini(sb_worker *w);
+
+/* Forks and execs the pool's command (STARTING -> RUNNING). Returns 0, or
+ * STDIO_BUS_ERR when no process could be started (state STOPPED, reason
+ * logged). */
+int sb_worker_start(sb_worker *w);
+
+/* Sends sig to the process if it exists. */
+void sb_worker_signal(sb_worker *w, int sig);
+
+/* Reads the worker's stderr and relays each complete line to the daemon's
+ * stderr with the worker's context (SB-I-7). At EOF (or flush_all), the
+ * partial line is relayed too. Returns STDIO_BUS_EOF when the pipe ended. */
+int sb_worker_relay_stderr(sb_worker *w, bool flush_all);
+
+/* Refreshes peer.name from id, pool and pid. */
+void sb_worker_name(sb_worker *w);
+
+#endif
