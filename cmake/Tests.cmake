@@ -34,8 +34,14 @@ foreach(src ${SB_FUZZERS})
   set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz TIMEOUT 300)
 endforeach()
 
+if(EXISTS ${CMAKE_SOURCE_DIR}/tests/mocks)
+  add_test(NAME mocks COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
+           ${CMAKE_SOURCE_DIR}/tests/mocks --mock-worker ${CMAKE_BINARY_DIR}/mock_workers/mock_worker)
+  set_tests_properties(mocks PROPERTIES LABELS mocks TIMEOUT 300)
+endif()
+
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/e2e)
-  add_test(NAME e2e COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
+  add_test(NAME e2e COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
            ${CMAKE_SOURCE_DIR}/tests/e2e --build-dir ${CMAKE_BINARY_DIR})
   set_tests_properties(e2e PROPERTIES LABELS e2e TIMEOUT 900)
 endif()

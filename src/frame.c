@@ -1,0 +1,114 @@
+/* NDJSON framing (spec 2.2, 4.2.1, 7.3.2); see frame.h for the contract.
+ *
+ * Invariants: start <= len <= cap <= max, and data[start .. start+scanned)
+ * holds no '\n'. Because the storage never exceeds max bytes, a complete
+ * line can never be longer than max, and a partial line that fills max
+ * bytes can only be completed by a line of max + 1 or more: that is the
+ * overflow of SB-7.3.2. */
+#include "frame.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+/* First allocation: large enough for typical JSON-RPC messages in one read,
+ * small enough that many idle-but-used connections stay cheap. */
+#define SB_FRAME_MIN_CAP 4096
+
+void sb_frame_init(sb_frame *f, size_t max)
+{
+    f->data = NULL;
+    f->start = 0;
+    f->scanned = 0;
+    f->len = 0;
+    f->cap = 0;
+    f->max = max;
+}
+
+void sb_frame_fini(sb_frame *f)
+{
+    free(f->data);
+    sb_frame_init(f, f->max);
+}
+
+char *sb_frame_space(sb_frame *f, size_t *avail)
+{
+    /* Slide the unread bytes to the front. Each byte moves at most once:
+     * after the move it sits at or after start, and only bytes behind
+     * lines already returned get moved. */
+    if (f->start > 0) {
+        f->len -= f->start;
+        if (f->len > 0)
+            memmove(f->data, f->data + f->start, f->len);
+        f->start = 0;
+    }
+    if (f->len == f->cap) {
+        size_t cap;
+        char *data;
+
+        if (f->cap >= f->max) {
+            /* max bytes buffered and unreturned: the caller must drain
+             * lines with sb_frame_next first; if none is complete this is
+             * the overflow sb_frame_next reports as EFULL. */
+            *avail = 0;
+            return NULL;
+        }
+        cap = f->cap < SB_FRAME_MIN_CAP / 2 ? SB_FRAME_MIN_CAP : f->cap * 2;
+        if (cap > f->max || cap < f->cap) /* cap < f->cap: overflow */
+            cap = f->max;
+        data = realloc(f->data, cap);
+        if (data == NULL) {
+            errno = ENOMEM;
+            *avail = 0;
+            return NULL;
+        }
+        f->data = data;
+        f->cap = cap;
+    }
+    *avail = f->cap - f->len;
+    return f->data + f->len;
+}
+
+void sb_frame_commit(sb_frame *f, size_t n)
+{
+    assert(n <= f->cap - f->len);
+    f->len += n;
+}
+
+long sb_frame_next(sb_frame *f, const char **line)
+{
+    size_t pending = f->len - f->start;
+
+    if (f->scanned < pending) {
+        const char *nl = memchr(f->data + f->start + f->scanned, '\n',
+                                pending - f->scanned);
+        if (nl != NULL) {
+            size_t n = (size_t)(nl - (f->data + f->start)) + 1;
+            *line = f->data + f->start;
+            f->start += n;
+            f->scanned = 0;
+            return (long)n;
+        }
+        f->scanned = pending; /* never look at these bytes again */
+    }
+    /* SB-7.3.2: a line (with its '\n') may take at most max bytes. */
+    if (pending > 0 && pending >= f->max)
+        return STDIO_BUS_EFULL;
+    return STDIO_BUS_EAGAIN;
+}
+
+size_t sb_frame_pending(const sb_frame *f)
+{
+    return f->len - f->start;
+}
+
+void sb_frame_shrink(sb_frame *f)
+{
+    if (f->len - f->start > 0)
+        return;
+    free(f->data);
+    sb_frame_init(f, f->max);
+}
