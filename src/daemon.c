@@ -385,6 +385,8 @@ static void log_client_request_dropped(void *ctx, const sb_request *r) {
 }
 
 static void client_close(sb_daemon *d, sb_peer *c) {
+    if (sb_frame_pending(&c->in) && c->in_fd >= 0) /* SB-I-25 */
+        sb_warn(c->name, "%zu byte(s) after the last newline discarded", sb_frame_pending(&c->in));
     /* SB-7.2-1..3 */
     int sessions = sb_sessions_drop_client(&d->router.sessions, c->index, NULL, NULL);
     int pending = sb_pending_drop_sender(&d->router.requests, c->index, log_client_request_dropped, c);
@@ -614,11 +616,16 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
            read_input(d, &w->peer) == STDIO_BUS_OK) {
     }
     d->live_workers--;
+    if (sb_frame_pending(&w->peer.in)) /* SB-I-25 */
+        sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",
+                sb_frame_pending(&w->peer.in));
+    /* An exit we asked for is news, not a warning. */
+    sb_log_level level = d->phase >= SB_PHASE_DRAINING ? SB_LOG_INFO : SB_LOG_WARN;
     if (WIFSIGNALED(status))
-        sb_warn(w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
-                strsignal(WTERMSIG(status)));
+        sb_log(level, w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
+               strsignal(WTERMSIG(status)));
     else
-        sb_warn(w->peer.name, "exited with status %d", WEXITSTATUS(status));
+        sb_log(level, w->peer.name, "exited with status %d", WEXITSTATUS(status));
 
     /* SB-7.1.2-1..4, each step logged. */
     w->state = SB_WORKER_STOPPED;

@@ -72,6 +72,10 @@ static bool extract(sb_route *d, const char *line, size_t len) {
         d->why = SB_WHY_BAD_SESSION_TYPE;
         return false;
     }
+    if (d->fields.method.type != SB_JSON_ABSENT && d->fields.method.type != SB_JSON_STRING) {
+        d->why = SB_WHY_BAD_METHOD_TYPE; /* SB-I-27 */
+        return false;
+    }
     if (sid->type != SB_JSON_ABSENT && sb_router_token_len(sid) > STDIO_BUS_MAX_SESSION_ID_LEN) {
         d->why = SB_WHY_SESSION_TOO_LONG;
         return false;
@@ -232,6 +236,7 @@ const char *sb_router_why(sb_route_why why) {
     case SB_WHY_NOT_OBJECT: return "valid JSON but not an object";
     case SB_WHY_BAD_ID_TYPE: return "id is not a string, number or null";
     case SB_WHY_BAD_SESSION_TYPE: return "sessionId is not a string";
+    case SB_WHY_BAD_METHOD_TYPE: return "method is not a string";
     case SB_WHY_ID_TOO_LONG: return "id longer than STDIO_BUS_MAX_REQUEST_ID_LEN";
     case SB_WHY_SESSION_TOO_LONG: return "sessionId longer than STDIO_BUS_MAX_SESSION_ID_LEN";
     case SB_WHY_NO_WORKER: return "no running worker";

@@ -38,7 +38,16 @@ def test_10000_requests_over_4_workers_and_100_sessions(daemon_bin, mock_bin, wr
             sent[i] = line
             lines.append(line)
 
-        writer = threading.Thread(target=lambda: d.send(b"".join(lines)))
+        # At most 1,000 in flight: well under STDIO_BUS_MAX_PENDING_REQUESTS
+        # (4096), beyond which requests are refused by design (SB-I-18).
+        window = threading.Semaphore(1000)
+
+        def write_all():
+            for line in lines:
+                window.acquire()
+                d.send(line)
+
+        writer = threading.Thread(target=write_all, daemon=True)
         writer.start()
         got = {}
         worker_of_session = defaultdict(set)
@@ -46,6 +55,7 @@ def test_10000_requests_over_4_workers_and_100_sessions(daemon_bin, mock_bin, wr
             line = d.stdout.line(timeout=30)
             assert line is not None, "daemon closed stdout early"
             msg = json.loads(line)
+            window.release()
             assert msg["id"] not in got, f"duplicate response for id {msg['id']}"
             got[msg["id"]] = line
             worker_of_session[msg["sessionId"]].add(msg["result"]["worker"])
