@@ -44,6 +44,17 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/tests/e2e)
   add_test(NAME e2e COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
            ${CMAKE_SOURCE_DIR}/tests/e2e --build-dir ${CMAKE_BINARY_DIR})
   set_tests_properties(e2e PROPERTIES LABELS e2e TIMEOUT 900)
+
+  # The same scenarios with the daemon under valgrind memcheck: zero errors,
+  # zero bytes lost, no fd open at exit beyond stdio (ci/valgrind.py judges).
+  find_program(SB_VALGRIND valgrind)
+  if(SB_VALGRIND)
+    add_test(NAME valgrind.e2e COMMAND ${SB_PYTHON} ${CMAKE_SOURCE_DIR}/ci/valgrind.py
+             ${CMAKE_BINARY_DIR}/valgrind/e2e --
+             ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
+             ${CMAKE_SOURCE_DIR}/tests/e2e --build-dir ${CMAKE_BINARY_DIR})
+    set_tests_properties(valgrind.e2e PROPERTIES LABELS valgrind TIMEOUT 1800)
+  endif()
 endif()
 
 if(EXISTS ${CMAKE_SOURCE_DIR}/conformance/CMakeLists.txt)

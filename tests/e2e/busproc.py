@@ -2,10 +2,18 @@
 import json
 import os
 import selectors
+import shlex
 import signal
 import socket
 import subprocess
 import time
+
+
+# Under valgrind (ctest -L valgrind) the daemon runs tens of times slower:
+# every deadline stretches by this factor. Waits stay event-driven.
+SCALE = float(os.environ.get("SB_TIMEOUT_SCALE", "1"))
+# A command to run the daemon under, e.g. "valgrind --log-file=... ".
+WRAPPER = shlex.split(os.environ.get("SB_DAEMON_WRAPPER", ""))
 
 
 class Timeout(AssertionError):
@@ -43,7 +51,7 @@ class LineReader:
 
     def line(self, timeout=10.0):
         """Next line with its newline; None at EOF; Timeout past the deadline."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * SCALE
         while b"\n" not in self.buf:
             if self.eof:
                 return None
@@ -54,7 +62,7 @@ class LineReader:
 
     def wait_eof(self, timeout=10.0):
         """Reads until EOF; returns everything read. Timeout if still open."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * SCALE
         while not self.eof:
             if not self._fill(deadline):
                 raise Timeout(f"still open after {timeout}s")
@@ -68,7 +76,7 @@ class Daemon:
     def __init__(self, binary, config_path, tmp_path, mode="stdio", args=()):
         self.mode = mode
         self.stderr_path = tmp_path / f"daemon-{time.monotonic_ns()}.stderr"
-        argv = [binary, "--config", config_path]
+        argv = WRAPPER + [binary, "--config", config_path]
         if mode == "unix":
             self.address = str(tmp_path / "bus.sock")
             argv += ["--unix", self.address]
@@ -100,7 +108,7 @@ class Daemon:
 
     def connect(self, timeout=10.0):
         """A socket client; retries until the daemon accepts (readiness)."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * SCALE
         family = socket.AF_UNIX if self.mode == "unix" else socket.AF_INET
         while True:
             s = socket.socket(family, socket.SOCK_STREAM)
@@ -120,7 +128,7 @@ class Daemon:
 
     def wait_stderr(self, needle, timeout=10.0, count=1):
         """Waits until needle occurs `count` times in the daemon's stderr."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * SCALE
         while True:
             text = self.stderr()
             if text.count(needle) >= count:
@@ -131,7 +139,7 @@ class Daemon:
 
     def wait(self, timeout=10.0):
         try:
-            return self.proc.wait(timeout)
+            return self.proc.wait(timeout * SCALE)
         except subprocess.TimeoutExpired:
             raise Timeout(f"daemon still running after {timeout}s")
 
@@ -141,9 +149,15 @@ class Daemon:
         return self.wait(timeout)
 
     def kill(self):
+        """Ends the daemon: SIGTERM first, so a memory checker still writes
+        its exit report, then SIGKILL if it does not stop."""
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            self.proc.terminate()
+            try:
+                self.proc.wait(10 * SCALE)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.stderr_file.close()
 
 
