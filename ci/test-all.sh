@@ -1,11 +1,38 @@
 #!/usr/bin/env bash
-# Every test: set up, build with -Werror, then unit tests, fuzz corpus
-# replays, the mock self-tests, the daemon's end-to-end tests and the
-# conformance suite (ctest labels unit, fuzz, mocks, e2e, conformance).
+# Every test: set up, then
+#   1. build with -Werror and run every ctest label (unit, fuzz replays, mocks,
+#      e2e, valgrind, conformance);
+#   2. build with ASan+UBSan and run unit, fuzz replays, e2e and conformance
+#      again: any sanitizer report fails the run;
+#   3. a short fuzzing smoke of every fuzz target (ci/fuzz.sh), if AFL++ is here.
+# Extra arguments go to both ctest runs (e.g. -L unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/install-deps.sh
+jobs=$(nproc)
+
+echo "== build (Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_WERROR=ON >/dev/null
-cmake --build build -j"$(nproc)"
+cmake --build build -j"$jobs"
+
+echo "== build (ASan+UBSan)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSB_WERROR=ON -DSB_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+
+if [ -x ci/fuzz.sh ] && command -v afl-clang-fast >/dev/null; then
+  echo "== fuzz smoke"
+  for target in fuzz/*_fuzzer.c; do
+    name=$(basename "$target" .c)
+    ci/fuzz.sh "$name" "${SB_FUZZ_SMOKE_SECONDS:-20}"
+  done
+fi
+
+echo "== tests under ASan+UBSan"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build-asan && ctest --output-on-failure -L 'unit|fuzz|e2e|conformance' "$@")
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+echo "== tests"
 cd build
-ctest --output-on-failure --timeout 900 "$@"
+ctest --output-on-failure "$@"

@@ -145,8 +145,14 @@ static void set_full(sb_daemon *d, sb_peer *p, bool full) {
     }
 }
 
-static void worker_fail(sb_daemon *d, sb_worker *w, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* How a failed worker's own output is treated from the failure on. */
+typedef enum {
+    SB_KEEP_OUTPUT = 0, /* its stdin broke: what it writes is still good */
+    SB_MUTE_OUTPUT      /* its output broke (5.3): nothing more is routed */
+} sb_fail_output;
+
+static void worker_fail(sb_daemon *d, sb_worker *w, sb_fail_output output, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Queues one line for p, writing eagerly. `from` is the input it came
  * from, paused when p's queue goes over its cap (SB-7.3.1-1, SB-I-17). */
@@ -156,7 +162,7 @@ static void send_line(sb_daemon *d, sb_peer *p, const char *line, size_t len, sb
     int rc = sb_outq_send(&p->out, p->out_fd, line, len);
     if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
         if (p->kind == SB_PEER_WORKER) {
-            worker_fail(d, (sb_worker *)p, "cannot write to its stdin: %s",
+            worker_fail(d, (sb_worker *)p, SB_KEEP_OUTPUT, "cannot write to its stdin: %s",
                         rc == STDIO_BUS_EOF ? "pipe closed" : strerror(errno));
         } else {
             sb_info(p->name, "client went away (%s)",
@@ -245,7 +251,7 @@ static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size
     case SB_ROUTE_IGNORE:
         return;
     case SB_ROUTE_REJECT: /* SB-5.3 */
-        worker_fail(d, w, "malformed output (%s)", sb_router_why(r.why));
+        worker_fail(d, w, SB_MUTE_OUTPUT, "malformed output (%s)", sb_router_why(r.why));
         return;
     case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
         format_tokens(&r.fields, tokens, sizeof tokens);
@@ -291,7 +297,7 @@ static int process_lines(sb_daemon *d, sb_peer *p) {
 static void input_overflow(sb_daemon *d, sb_peer *p) {
     /* SB-7.3.2-1, SB-7.3.2-2 */
     if (p->kind == SB_PEER_WORKER) {
-        worker_fail(d, (sb_worker *)p, "line longer than max_input_buffer (%zu bytes)",
+        worker_fail(d, (sb_worker *)p, SB_MUTE_OUTPUT, "line longer than max_input_buffer (%zu bytes)",
                     d->limits->max_input_buffer);
     } else {
         sb_error(p->name, "line longer than max_input_buffer (%zu bytes): closing the client",
@@ -314,7 +320,7 @@ static int read_input(sb_daemon *d, sb_peer *p) {
             if (p->kind == SB_PEER_CLIENT)
                 doom(d, p);
             else
-                worker_fail(d, (sb_worker *)p, "out of memory");
+                worker_fail(d, (sb_worker *)p, SB_MUTE_OUTPUT, "out of memory");
         } else {
             input_overflow(d, p);
         }
@@ -507,6 +513,7 @@ static void on_listen_event(void *data, int fd, short revents) {
 
 static void on_worker_event(void *data, int fd, short revents);
 static void on_worker_stderr(void *data, int fd, short revents);
+static void reap_children(sb_daemon *d);
 
 static void worker_close_fds(sb_daemon *d, sb_worker *w) {
     sb_peer *p = &w->peer;
@@ -546,7 +553,7 @@ static int worker_spawn(sb_daemon *d, sb_worker *w) {
         sb_loop_add(&d->loop, w->peer.out_fd, 0, on_worker_event, w) < 0 ||
         sb_loop_add(&d->loop, w->stderr_fd, POLLIN, on_worker_stderr, w) < 0) {
         sb_error(w->peer.name, "out of memory registering its pipes");
-        worker_fail(d, w, "cannot be watched");
+        worker_fail(d, w, SB_MUTE_OUTPUT, "cannot be watched");
         return STDIO_BUS_ERR;
     }
     sb_router_set_running(&d->router, w->id, true);
@@ -565,17 +572,26 @@ static void invalidate_sessions(sb_daemon *d, sb_worker *w) {
 }
 
 /* SB-5.3: log, invalidate its sessions, SIGTERM, restart per policy (once
- * the exit is reaped). Output after the failure is not routed. */
-static void worker_fail(sb_daemon *d, sb_worker *w, const char *fmt, ...) {
-    if (w->muted || w->pid <= 0)
+ * the exit is reaped). With SB_MUTE_OUTPUT its later output is not routed;
+ * a worker whose stdin broke keeps its output, so responses it wrote
+ * before exiting still arrive (SB-I-40). */
+static void worker_fail(sb_daemon *d, sb_worker *w, sb_fail_output output, const char *fmt, ...) {
+    if (w->pid <= 0 || w->muted)
         return;
+    if (w->state == SB_WORKER_STOPPING) { /* already failed once; maybe now mute it */
+        if (output == SB_MUTE_OUTPUT) {
+            w->muted = true;
+            update_interest(d, &w->peer);
+        }
+        return;
+    }
     char reason[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
     sb_error(w->peer.name, "%s: terminating the worker", reason);
-    w->muted = true;
+    w->muted = output == SB_MUTE_OUTPUT;
     sb_router_set_running(&d->router, w->id, false);
     invalidate_sessions(d, w);
     w->state = SB_WORKER_STOPPING;
@@ -664,13 +680,17 @@ static void on_worker_event(void *data, int fd, short revents) {
     sb_peer *p = &w->peer;
     if (fd == p->out_fd) {
         if (revents & (POLLERR | POLLHUP)) {
-            worker_fail(d, w, "closed its stdin");
+            /* Usually the worker just exited: reap it first, so a normal
+             * exit is not reported as a failure (SB-I-39 otherwise). */
+            reap_children(d);
+            if (w->pid > 0 && p->out_fd == fd)
+                worker_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
             return;
         }
         if (revents & POLLOUT) {
             int rc = sb_outq_flush(&p->out, p->out_fd);
             if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-                worker_fail(d, w, "cannot write to its stdin");
+                worker_fail(d, w, SB_KEEP_OUTPUT, "cannot write to its stdin");
                 return;
             }
             if (!sb_outq_over(&p->out))
@@ -836,7 +856,7 @@ static void check_timers(sb_daemon *d, int64_t now) {
         for (int i = 0; i < d->worker_count; i++) {
             sb_worker *w = &d->workers[i];
             if (w->peer.full_since_ms && now - w->peer.full_since_ms >= limit)
-                worker_fail(d, w, "stdin queue full for backpressure_timeout_sec=%d",
+                worker_fail(d, w, SB_KEEP_OUTPUT, "stdin queue full for backpressure_timeout_sec=%d",
                             d->limits->backpressure_timeout_sec);
         }
         for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
