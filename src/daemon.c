@@ -48,6 +48,8 @@ typedef struct {
     int ready_count;
     sb_peer **doomed;
     int doomed_count;
+    sb_peer **dirty; /* peers with queued bytes to write at the end of the round */
+    int dirty_count;
     int full_outputs; /* peers whose output is over its cap */
 
     int listen_fd;
@@ -81,17 +83,40 @@ static bool may_read(const sb_daemon *d, const sb_peer *p) {
     return !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
 }
 
+static void on_client_event(void *data, int fd, short revents);
+static void on_worker_event(void *data, int fd, short revents);
+
 static void update_interest(sb_daemon *d, sb_peer *p) {
     short in_events = may_read(d, p) ? POLLIN : 0;
+    if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
+        p->in_parked = false;
+        if (sb_loop_add(&d->loop, p->in_fd, POLLIN,
+                        p->kind == SB_PEER_CLIENT ? on_client_event : on_worker_event, p) < 0)
+            p->in_parked = true;
+        return;
+    }
     short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
     if (p->in_fd >= 0 && p->in_fd == p->out_fd) {
         sb_loop_set(&d->loop, p->in_fd, in_events | out_events);
         return;
     }
-    if (p->in_fd >= 0)
+    if (p->in_fd >= 0 && !p->in_parked)
         sb_loop_set(&d->loop, p->in_fd, in_events);
     if (p->out_fd >= 0)
         sb_loop_set(&d->loop, p->out_fd, out_events);
+}
+
+/* A paused input that hangs up would wake poll() forever (POLLHUP cannot
+ * be masked): take it off the loop until it is resumed. Returns true when
+ * the event was absorbed that way. */
+static bool park_if_paused(sb_daemon *d, sb_peer *p, int fd, short revents) {
+    if (!p->blocked_on || fd != p->in_fd || p->in_fd == p->out_fd)
+        return false;
+    if (revents & (POLLHUP | POLLERR)) {
+        sb_loop_del(&d->loop, fd);
+        p->in_parked = true;
+    }
+    return true;
 }
 
 static void mark_ready(sb_daemon *d, sb_peer *p) {
@@ -154,25 +179,46 @@ typedef enum {
 static void worker_fail(sb_daemon *d, sb_worker *w, sb_fail_output output, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Queues one line for p, writing eagerly. `from` is the input it came
- * from, paused when p's queue goes over its cap (SB-7.3.1-1, SB-I-17). */
+static void output_failed(sb_daemon *d, sb_peer *p, int rc) {
+    if (p->kind == SB_PEER_WORKER) {
+        worker_fail(d, (sb_worker *)p, SB_KEEP_OUTPUT, "cannot write to its stdin: %s",
+                    rc == STDIO_BUS_EOF ? "pipe closed" : strerror(errno));
+    } else {
+        sb_info(p->name, "client went away (%s)",
+                rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
+        doom(d, p);
+    }
+}
+
+/* Lines at least this long are written at once, straight from the input
+ * buffer; shorter ones are queued and written together at the end of the
+ * round, one write(2) per destination instead of one per message. */
+#define SB_DIRECT_WRITE_MIN 16384
+
+/* Queues one line for p. `from` is the input it came from, paused when p's
+ * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
+ * or interleaved (SB-I-26): each is appended whole behind the last. */
 static void send_line(sb_daemon *d, sb_peer *p, const char *line, size_t len, sb_peer *from) {
     if (p->doomed || p->out_fd < 0)
         return;
-    int rc = sb_outq_send(&p->out, p->out_fd, line, len);
-    if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-        if (p->kind == SB_PEER_WORKER) {
-            worker_fail(d, (sb_worker *)p, SB_KEEP_OUTPUT, "cannot write to its stdin: %s",
-                        rc == STDIO_BUS_EOF ? "pipe closed" : strerror(errno));
-        } else {
-            sb_info(p->name, "client went away (%s)",
-                    rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
-            doom(d, p);
+    if (len >= SB_DIRECT_WRITE_MIN && sb_outq_len(&p->out) == 0) {
+        int rc = sb_outq_send(&p->out, p->out_fd, line, len);
+        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+            output_failed(d, p, rc);
+            return;
         }
-        return;
+        if (rc == STDIO_BUS_EAGAIN)
+            update_interest(d, p);
+    } else {
+        if (sb_outq_push(&p->out, line, len) < 0) {
+            output_failed(d, p, STDIO_BUS_ERR);
+            return;
+        }
+        if (!p->dirty) {
+            p->dirty = true;
+            d->dirty[d->dirty_count++] = p;
+        }
     }
-    if (rc == STDIO_BUS_EAGAIN)
-        update_interest(d, p);
     if (sb_outq_over(&p->out)) {
         set_full(d, p, true);
         if (from && !from->blocked_on && from != p) {
@@ -180,6 +226,25 @@ static void send_line(sb_daemon *d, sb_peer *p, const char *line, size_t len, sb
             update_interest(d, from);
         }
     }
+}
+
+/* Writes what each output gathered this round. */
+static void flush_dirty(sb_daemon *d) {
+    for (int i = 0; i < d->dirty_count; i++) {
+        sb_peer *p = d->dirty[i];
+        p->dirty = false;
+        if (p->kind == SB_PEER_FREE || p->doomed || p->out_fd < 0)
+            continue;
+        int rc = sb_outq_flush(&p->out, p->out_fd);
+        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+            output_failed(d, p, rc);
+            continue;
+        }
+        if (!sb_outq_over(&p->out))
+            set_full(d, p, false);
+        update_interest(d, p);
+    }
+    d->dirty_count = 0;
 }
 
 /* SB-I-8: under orphan_policy "error", a request that can no longer be
@@ -312,10 +377,13 @@ static void on_input_eof(sb_daemon *d, sb_peer *p);
  * STDIO_BUS_OK when bytes were read, STDIO_BUS_EAGAIN when none were
  * waiting, STDIO_BUS_EOF when the input ended or failed (handled). */
 static int read_input(sb_daemon *d, sb_peer *p) {
+    if (p->blocked_on)
+        return STDIO_BUS_EAGAIN; /* paused: its buffered lines go first */
     size_t avail;
+    errno = 0;
     char *space = sb_frame_space(&p->in, &avail);
     if (!space) {
-        if (avail == 0 && errno == ENOMEM) {
+        if (errno == ENOMEM) {
             sb_error(p->name, "out of memory for its input buffer");
             if (p->kind == SB_PEER_CLIENT)
                 doom(d, p);
@@ -474,6 +542,8 @@ static void on_client_event(void *data, int fd, short revents) {
             set_full(d, c, false);
         update_interest(d, c);
     }
+    if (park_if_paused(d, c, fd, revents))
+        return;
     if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR)))
         read_input(d, c);
     else if (fd == c->out_fd && fd != c->in_fd && (revents & (POLLERR | POLLHUP))) {
@@ -699,7 +769,7 @@ static void on_worker_event(void *data, int fd, short revents) {
         }
         return;
     }
-    if (fd == p->in_fd)
+    if (fd == p->in_fd && !park_if_paused(d, p, fd, revents))
         read_input(d, p);
 }
 
@@ -821,6 +891,7 @@ static void finish_round(sb_daemon *d) {
             input_overflow(d, p);
     }
     d->ready_count = 0;
+    flush_dirty(d);
     for (int i = 0; i < d->doomed_count; i++) {
         sb_peer *p = d->doomed[i];
         if (p->kind == SB_PEER_CLIENT)
@@ -939,7 +1010,8 @@ static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt
     d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
     d->ready = malloc((size_t)peers * sizeof *d->ready);
     d->doomed = malloc((size_t)peers * sizeof *d->doomed);
-    if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed ||
+    d->dirty = malloc((size_t)peers * sizeof *d->dirty);
+    if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
         sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0) {
         sb_error(NULL, "out of memory at start-up");
@@ -994,6 +1066,7 @@ static void daemon_fini(sb_daemon *d) {
     free(d->free_clients);
     free(d->ready);
     free(d->doomed);
+    free(d->dirty);
 }
 
 static int open_clients(sb_daemon *d, const sb_options *opt) {
@@ -1089,6 +1162,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         }
         finish_round(&d);
     }
+    flush_dirty(&d); /* what the last exits wrote, as far as clients take it */
     sb_info(NULL, "shutdown complete");
     daemon_fini(&d);
     return 0; /* SB-10.2-6 */
