@@ -33,7 +33,8 @@ int sb_cli_parse(int argc, char **argv, sb_options *opt, char *err, size_t err_s
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         int takes_value = strcmp(arg, "--config") == 0 || strcmp(arg, "--unix") == 0 ||
                           strcmp(arg, "--tcp") == 0 || strcmp(arg, "--log-level") == 0;
-        if (takes_value && (!value || value[0] == '\0')) {
+        /* "--config --stdio" is a forgotten value, not a file named --stdio */
+        if (takes_value && (!value || value[0] == '\0' || strncmp(value, "--", 2) == 0)) {
             snprintf(err, err_size, "%s: missing value", arg);
             return STDIO_BUS_EINVAL;
         }
@@ -101,9 +102,11 @@ int sb_cli_split_host_port(const char *address, char *host, size_t host_size, ch
     size_t port_len = strlen(port_text);
     if (host_len == 0 || host_len >= host_size || port_len == 0 || port_len >= port_size)
         return STDIO_BUS_EINVAL;
+    if (strspn(port_text, "0123456789") != port_len) /* strtol would skip spaces */
+        return STDIO_BUS_EINVAL;
     char *end;
     long number = strtol(port_text, &end, 10);
-    if (*end != '\0' || number < 0 || number > 65535 || port_text[0] == '-' || port_text[0] == '+')
+    if (*end != '\0' || number > 65535)
         return STDIO_BUS_EINVAL;
     memcpy(host, host_start, host_len);
     host[host_len] = '\0';

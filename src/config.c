@@ -290,6 +290,14 @@ int sb_config_parse(const char *text, size_t len, sb_config *cfg, char *err, siz
         size_t offset = end ? (size_t)(end - text) : 0;
         return fail(&pc, "(file): not valid JSON near byte %zu", offset);
     }
+    /* One JSON text (RFC 8259): only whitespace may follow the value. */
+    size_t offset = (size_t)(end - text);
+    while (offset < len && strchr(" \t\r\n", text[offset]) && text[offset] != '\0')
+        offset++;
+    if (offset < len) {
+        cJSON_Delete(root);
+        return fail(&pc, "(file): not valid JSON: unexpected text near byte %zu", offset);
+    }
     int rc = parse_root(&pc, root, cfg);
     cJSON_Delete(root);
     if (rc < 0)

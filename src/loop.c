@@ -91,12 +91,14 @@ int sb_loop_run_once(sb_loop *l, int timeout_ms) {
         int fd = l->pfds[i].fd;
         l->fired[fired++] = (sb_loop_fired){fd, l->pfds[i].revents, l->slots[fd].gen};
     }
+    int dispatched = 0;
     for (int i = 0; i < fired; i++) {
         const sb_loop_fired *f = &l->fired[i];
         sb_loop_slot *s = &l->slots[f->fd];
         if (s->dense < 0 || s->gen != f->gen || !s->fn)
             continue; /* removed or re-registered by an earlier handler */
         s->fn(s->data, f->fd, f->revents);
+        dispatched++;
     }
-    return fired;
+    return dispatched;
 }
