@@ -44,7 +44,10 @@ typedef struct {
  *         SB_FIELDS_MAX_DEPTH).
  * When a key occurs twice at top level the first occurrence wins (as in
  * cJSON_GetObjectItemCaseSensitive). Keys are matched on their decoded
- * value, so "sessi\u006fnId" is "sessionId"; values stay raw. */
+ * value, so "sessi\u006fnId" is "sessionId"; values stay raw.
+ * Strictness follows RFC 8259 and, where the RFC leaves a choice, cJSON:
+ * a lone UTF-16 surrogate escape ("\ud800") is invalid, UTF-8 is not
+ * checked (see fields.c for the full list). */
 int sb_fields_parse(const char *line, size_t len, sb_fields *out);
 
 #define SB_FIELDS_MAX_DEPTH 1000

@@ -29,7 +29,9 @@ void sb_frame_fini(sb_frame *f);
  * and grows the storage as needed, never beyond max.
  * Returns NULL with *avail = 0 when the buffered partial line already holds
  * max bytes (the caller must treat it as overflow), or when out of memory
- * (errno = ENOMEM). */
+ * (errno = ENOMEM). Call it once sb_frame_next has returned EAGAIN: then a
+ * NULL return can only mean out of memory, since the partial line is
+ * shorter than max and room is left. */
 char *sb_frame_space(sb_frame *f, size_t *avail);
 /* Records that n bytes were read into the space returned above. */
 void sb_frame_commit(sb_frame *f, size_t n);

@@ -1,0 +1,350 @@
+/* The worker's poll loop, start-up and termination (see worker.h). */
+#include "worker.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "bad.h"
+#include "clock.h"
+#include "dispatch.h"
+#include "signals.h"
+#include "spam.h"
+#include "status.h"
+
+#define READ_CHUNK 65536
+
+/* JSON string of an environment variable, or null. */
+static char *env_json(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v)
+        return mw_xstrndup("null", 4);
+    cJSON *s = cJSON_CreateString(v);
+    char *p = s ? cJSON_PrintUnformatted(s) : NULL;
+    char *copy = mw_xstrndup(p ? p : "null", p ? strlen(p) : 4);
+    cJSON_free(p);
+    cJSON_Delete(s);
+    return copy;
+}
+
+static int set_nonblocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return MW_ERR;
+    return MW_OK;
+}
+
+static void log_start(const mw_worker *w, int argc, char **argv)
+{
+    mw_buf b;
+    mw_buf_init(&b);
+    for (int i = 0; i < argc; i++) {
+        if (i)
+            mw_buf_append(&b, " ", 1);
+        mw_buf_puts(&b, argv[i]);
+    }
+    mw_log_record(&w->log, "start", b.data ? b.data : "", b.len);
+    mw_buf_fini(&b);
+}
+
+int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
+{
+    memset(w, 0, sizeof *w);
+    w->opts = o;
+    w->sig_fd = -1;
+    w->pid = (long)getpid();
+    mw_buf_init(&w->in);
+    mw_buf_init(&w->cancelled);
+    mw_reqs_init(&w->reqs);
+    mw_flood_init(&w->flood);
+    w->worker_json = env_json("STDIO_BUS_WORKER_ID");
+    w->pool_json = env_json("STDIO_BUS_POOL_ID");
+
+    if (mw_log_open(&w->log, o->log_path, getenv("STDIO_BUS_WORKER_ID")) < 0) {
+        mw_log_diag("cannot open log %s: %s", o->log_path, strerror(errno));
+        return MW_ERR;
+    }
+    mw_out_init(&w->out, STDOUT_FILENO, &w->log, o->coalesce > 1 ? (size_t)o->coalesce : 0);
+    if (o->pidfile && mw_log_pidfile(o->pidfile) < 0) {
+        mw_log_diag("cannot append to pid file %s: %s", o->pidfile, strerror(errno));
+        return MW_ERR;
+    }
+    log_start(w, argc, argv);
+
+    /* SEGV/ABRT on request must not leave core files behind. */
+    struct rlimit nocore = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &nocore);
+
+    w->sig_fd = mw_signals_open();
+    if (w->sig_fd < 0) {
+        mw_log_diag("cannot set up signals: %s", strerror(errno));
+        return MW_ERR;
+    }
+    /* Only stdin and stdout: stderr may be shared with the daemon. */
+    if (set_nonblocking(STDIN_FILENO) < 0 || set_nonblocking(STDOUT_FILENO) < 0) {
+        mw_log_diag("cannot make stdin/stdout non-blocking: %s", strerror(errno));
+        return MW_ERR;
+    }
+    return MW_OK;
+}
+
+void mw_worker_fini(mw_worker *w)
+{
+    mw_signals_close(w->sig_fd);
+    w->sig_fd = -1;
+    mw_out_fini(&w->out);
+    mw_reqs_fini(&w->reqs);
+    mw_flood_fini(&w->flood);
+    mw_buf_fini(&w->in);
+    mw_buf_fini(&w->cancelled);
+    free(w->worker_json);
+    free(w->pool_json);
+    mw_log_close(&w->log);
+}
+
+void mw_worker_terminate(mw_worker *w, int status, int signo)
+{
+    if (w->pending)
+        return;
+    w->pending = true;
+    w->pending_status = status;
+    w->pending_signo = signo;
+}
+
+static void quit(mw_worker *w, int status)
+{
+    if (w->quit)
+        return;
+    w->quit = true;
+    w->quit_status = status;
+}
+
+bool mw_worker_trigger(mw_worker *w, const char *id_raw, const char *sid_raw, int64_t now)
+{
+    const mw_opts *o = w->opts;
+    if (w->triggered)
+        return false;
+    w->triggered = true;
+    switch (o->mode) {
+    case MW_MODE_BAD: {
+        bool replaces = mw_bad_emit(&w->out, o->bad, id_raw ? id_raw : "\"mock-bad\"", sid_raw,
+                                    o->bytes);
+        if (o->bad == MW_BAD_NONEWLINE)
+            mw_worker_terminate(w, MW_EXIT_OK, 0);
+        return replaces;
+    }
+    case MW_MODE_FLOOD: {
+        char *sid = NULL;
+        if (o->session) {
+            cJSON *s = cJSON_CreateString(o->session);
+            sid = s ? cJSON_PrintUnformatted(s) : NULL;
+            cJSON_Delete(s);
+        }
+        mw_flood_start(&w->flood, o->rate, o->count, sid ? sid : sid_raw, now);
+        cJSON_free(sid);
+        return false;
+    }
+    case MW_MODE_SPAM:
+        mw_spam_write(o->spam_bytes);
+        return false;
+    default:
+        return false;
+    }
+}
+
+/* Handles the complete lines in w->in, stopping as soon as the worker
+ * must not read further (terminating, stalled): lines already buffered
+ * then stay unhandled, so what the mock does never depends on how the
+ * input happened to be chunked. */
+static void handle_lines(mw_worker *w)
+{
+    size_t start = 0;
+    while (!w->pending && !w->quit && !w->stall_read) {
+        size_t from = start > w->in_scanned ? start : w->in_scanned;
+        char *nl = memchr(w->in.data + from, '\n', w->in.len - from);
+        if (!nl) {
+            w->in_scanned = w->in.len;
+            break;
+        }
+        size_t n = (size_t)(nl - (w->in.data + start));
+        mw_log_record(&w->log, "in", w->in.data + start, n);
+        mw_dispatch_line(w, w->in.data + start, n, mw_clock_now());
+        start += n + 1;
+        w->in_scanned = start;
+    }
+    mw_buf_consume(&w->in, start);
+    w->in_scanned = w->in_scanned > start ? w->in_scanned - start : 0;
+}
+
+static void on_eof(mw_worker *w)
+{
+    w->eof = true;
+    /* A last line without newline still counts as a line. */
+    if (w->in.len > 0 && !w->pending && !w->quit && !w->stall_read) {
+        mw_log_record(&w->log, "in", w->in.data, w->in.len);
+        mw_dispatch_line(w, w->in.data, w->in.len, mw_clock_now());
+        mw_buf_consume(&w->in, w->in.len);
+        w->in_scanned = 0;
+    }
+    if (w->opts->eof_stay)
+        return;
+    mw_flood_stop(&w->flood);
+    mw_req_drop_unfinishable(w);
+    mw_out_release(&w->out);
+}
+
+static void read_input(mw_worker *w)
+{
+    char chunk[READ_CHUNK];
+    ssize_t r = read(STDIN_FILENO, chunk, sizeof chunk);
+    if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return;
+        mw_log_diag("read from stdin: %s", strerror(errno));
+        quit(w, MW_EXIT_IO);
+        return;
+    }
+    if (r == 0) {
+        on_eof(w);
+        return;
+    }
+    mw_buf_append(&w->in, chunk, (size_t)r);
+    handle_lines(w);
+}
+
+static void on_signals(mw_worker *w, int64_t now)
+{
+    int signo;
+    while ((signo = mw_signals_next(w->sig_fd)) > 0) {
+        const char *name = mw_signals_name(signo);
+        mw_log_record(&w->log, "signal", name, strlen(name));
+        if (signo == SIGTERM && w->opts->ignore_sigterm) {
+            mw_log_diag("SIGTERM ignored (--ignore-sigterm)");
+            continue;
+        }
+        if (w->opts->term_delay_ms > 0) {
+            if (!w->term_at)
+                w->term_at = now + (int64_t)w->opts->term_delay_ms * MW_NS_PER_MS;
+        } else {
+            quit(w, MW_EXIT_OK);
+        }
+    }
+}
+
+/* Carries out a terminate once the output queued before it is written. */
+static void finish_pending(mw_worker *w)
+{
+    mw_out_release(&w->out);
+    if (mw_out_queued(&w->out) > 0)
+        return;
+    if (w->pending_signo) {
+        const char *name = mw_signals_name(w->pending_signo);
+        mw_log_record(&w->log, "raise", name, strlen(name));
+        w->pending = false; /* TERM/INT come back through the self-pipe */
+        mw_signals_raise(w->pending_signo);
+        return;
+    }
+    quit(w, w->pending_status);
+}
+
+/* EOF drain: exit 0 once every in-flight answer is out. */
+static bool drained(const mw_worker *w)
+{
+    return w->eof && !w->opts->eof_stay && w->reqs.n == 0 && mw_out_queued(&w->out) == 0;
+}
+
+static int64_t next_deadline(const mw_worker *w, int64_t now)
+{
+    int64_t d = mw_out_deadline(&w->out, now);
+    d = mw_clock_earliest(d, w->term_at);
+    if (!w->pending) {
+        d = mw_clock_earliest(d, mw_req_deadline(w));
+        d = mw_clock_earliest(d, mw_flood_deadline(&w->flood, &w->out, now));
+        d = mw_clock_earliest(d, w->crash_at);
+    }
+    return d;
+}
+
+int mw_worker_run(mw_worker *w)
+{
+    const mw_opts *o = w->opts;
+    int64_t now = mw_clock_now();
+
+    if (o->mode == MW_MODE_CRASH) {
+        if (o->crash_after_ms == 0)
+            mw_worker_terminate(w, o->exit_status, o->signo);
+        else
+            w->crash_at = now + (int64_t)o->crash_after_ms * MW_NS_PER_MS;
+    }
+    if (o->stall != MW_STALL_NONE && o->stall_after == 0) {
+        if (o->stall == MW_STALL_READ)
+            w->stall_read = true;
+        else
+            mw_out_stall(&w->out);
+    }
+    if (o->trigger_start && !w->pending)
+        mw_worker_trigger(w, NULL, NULL, now);
+
+    while (!w->quit) {
+        now = mw_clock_now();
+        if (!w->pending) {
+            mw_req_step_all(w, now);
+            mw_flood_tick(&w->flood, &w->out, now);
+            if (w->crash_at && now >= w->crash_at) {
+                w->crash_at = 0;
+                mw_worker_terminate(w, o->exit_status, o->signo);
+            }
+        }
+        if (w->term_at && now >= w->term_at)
+            quit(w, MW_EXIT_OK);
+        int rc = mw_out_write(&w->out, now);
+        if (rc < 0) {
+            mw_log_diag("stdout: %s", rc == MW_EOF ? "reader gone (EPIPE)" : strerror(errno));
+            quit(w, MW_EXIT_IO);
+        }
+        if (!w->pending && !w->quit && drained(w))
+            mw_worker_terminate(w, MW_EXIT_OK, 0);
+        if (w->pending && !w->quit)
+            finish_pending(w);
+        if (w->quit)
+            break;
+
+        struct pollfd fds[3];
+        nfds_t n = 0;
+        fds[n++] = (struct pollfd){ .fd = w->sig_fd, .events = POLLIN };
+        int in_idx = -1;
+        if (!w->eof && !w->stall_read && !w->pending) {
+            in_idx = (int)n;
+            fds[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
+        }
+        if (mw_out_wants_pollout(&w->out, now))
+            fds[n++] = (struct pollfd){ .fd = STDOUT_FILENO, .events = POLLOUT };
+        int timeout = mw_clock_timeout_ms(next_deadline(w, now), now);
+        int pr = poll(fds, n, timeout);
+        if (pr < 0) {
+            if (errno == EINTR)
+                continue;
+            mw_log_diag("poll: %s", strerror(errno));
+            quit(w, MW_EXIT_IO);
+            break;
+        }
+        now = mw_clock_now();
+        if (fds[0].revents & POLLIN)
+            on_signals(w, now);
+        if (in_idx >= 0 && !w->quit && (fds[in_idx].revents & (POLLIN | POLLHUP | POLLERR)))
+            read_input(w);
+    }
+    char status[16];
+    int len = snprintf(status, sizeof status, "%d", w->quit_status);
+    mw_log_record(&w->log, "exit", status, (size_t)len);
+    return w->quit_status;
+}

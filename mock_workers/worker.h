@@ -1,0 +1,58 @@
+/* The worker: its state, the poll loop, start-up and termination. */
+#ifndef MW_WORKER_H
+#define MW_WORKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "flood.h"
+#include "log.h"
+#include "opts.h"
+#include "out.h"
+#include "req.h"
+
+struct mw_worker {
+    const mw_opts *opts; /* borrowed */
+    mw_log log;
+    mw_out out;
+    mw_reqs reqs;
+    mw_flood flood;
+    mw_buf in;            /* bytes read from stdin, not yet split into lines */
+    size_t in_scanned;    /* prefix of `in` known to hold no newline */
+    int sig_fd;
+    char *worker_json;    /* owned: "\"3\"" or "null" (STDIO_BUS_WORKER_ID) */
+    char *pool_json;      /* owned: STDIO_BUS_POOL_ID likewise */
+    long pid;
+    long messages;        /* non-blank lines handled */
+    unsigned long srv_seq;/* last "srv-N" used */
+    mw_buf cancelled;     /* ids of cancelled requests, raw, comma-separated */
+    bool triggered;       /* the mode's trigger has fired */
+    bool stall_read;      /* no more lines are read or handled */
+    bool eof;
+    bool quit;            /* leave the loop now with quit_status */
+    int quit_status;
+    bool pending;         /* terminate once queued output is written */
+    int pending_status;
+    int pending_signo;    /* 0: exit with pending_status */
+    int64_t term_at;      /* --term-delay-ms: exit 0 then (0: none) */
+    int64_t crash_at;     /* --crash-after-ms deadline (0: none) */
+};
+
+/* Sets up logging, pid file, signals and non-blocking stdio. Returns
+ * MW_OK or MW_ERR after a diagnostic. argv is logged in the start record. */
+int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv);
+void mw_worker_fini(mw_worker *w);
+/* Runs until the worker exits voluntarily; returns the exit status (the
+ * `exit` record is logged). Dying of a signal does not return. */
+int mw_worker_run(mw_worker *w);
+/* Exit with status (or die of signo when non-zero) once the output queued
+ * so far is written; nothing new is read or produced meanwhile. The first
+ * call wins. */
+void mw_worker_terminate(mw_worker *w, int status, int signo);
+/* Fires the mode's trigger (bad output, flood, spam) once. id_raw/sid_raw
+ * are the first request's tokens (NULL at start). Returns true when the
+ * trigger's output stands in for that request's answer. */
+bool mw_worker_trigger(mw_worker *w, const char *id_raw, const char *sid_raw, int64_t now);
+
+#endif
