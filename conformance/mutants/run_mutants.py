@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Proof that the suite bites: builds deliberately broken variants of our
+daemon and shows that each is caught by the tests of the clause it breaks.
+
+Each variant is a patch in this folder (`NN-name.patch`, a unified diff of
+src/ against the tree root) whose first line names the clauses it breaks:
+
+    # breaks: SB-6.1.2-1 SB-6.1.2-2
+
+A variant is CAUGHT when the suite exits 1 and at least one failing test
+cites one of those clauses (a failure elsewhere only is reported as
+"caught elsewhere"). Output: a table and the catch rate, also written to
+<report-dir>/mutants.md and mutants.json.
+
+usage: conformance/mutants/run_mutants.py [--build-dir build] [--only NAME...]
+       [--report-dir build/mutants] [--jobs 2] [--focus]
+--focus runs only the tests citing the variant's clauses (fast); without
+it the whole suite runs against every variant.
+"""
+import argparse
+import fnmatch
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def parse_patch(path: Path) -> list[str]:
+    first = path.read_text().splitlines()[0]
+    if not first.startswith("# breaks:"):
+        raise SystemExit(f"{path.name}: first line must be '# breaks: SB-...'")
+    return first.split(":", 1)[1].split()
+
+
+def build_variant(patch: Path, work: Path) -> Path | None:
+    src = work / "tree"
+    shutil.copytree(ROOT / "src", src / "src")
+    shutil.copy(ROOT / "CMakeLists.txt", src)
+    shutil.copytree(ROOT / "cmake", src / "cmake")
+    r = subprocess.run(["patch", "-s", "-p1", "-d", str(src), "-i", str(patch)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        print(f"  patch failed: {r.stdout}{r.stderr}")
+        return None
+    b = work / "build"
+    for cmd in (["cmake", "-S", str(src), "-B", str(b), "-DSB_TESTS=OFF",
+                 "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
+                ["cmake", "--build", str(b), "--target", "stdio_bus", "-j2"]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            print(f"  build failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+            return None
+    return b / "stdio_bus"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default=str(ROOT / "build"))
+    ap.add_argument("--report-dir", default=None)
+    ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--jobs", default="2")
+    ap.add_argument("--focus", action="store_true")
+    args = ap.parse_args()
+    build = Path(args.build_dir).resolve()
+    report_dir = Path(args.report_dir or build / "mutants").resolve()
+    report_dir.mkdir(parents=True, exist_ok=True)
+    mock = build / "mock_workers" / "mock_worker"
+    patches = sorted(HERE.glob("*.patch"))
+    if args.only:
+        patches = [p for p in patches if any(o in p.name for o in args.only)]
+    if not patches:
+        print("no variants selected")
+        return 2
+
+    rows = []
+    for patch in patches:
+        clauses = parse_patch(patch)
+        print(f"== {patch.stem}: breaks {' '.join(clauses)}", flush=True)
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="sb-mutant-") as tmp:
+            binary = build_variant(patch, Path(tmp))
+            if binary is None:
+                rows.append({"variant": patch.stem, "breaks": clauses, "outcome": "build-error",
+                             "failing": [], "seconds": 0})
+                continue
+            out = report_dir / patch.stem
+            cmd = [sys.executable, str(ROOT / "conformance" / "run.py"), "--daemon", str(binary),
+                   "--mock-worker", str(mock), "--report-dir", str(out), "-q", "-j", args.jobs,
+                   "--no-coverage-gate"]
+            if args.focus:
+                for c in clauses:
+                    cmd += ["--clause", c]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+        results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+        failing = [t for t in results.get("tests", []) if t.get("outcome") in ("fail", "warn")]
+        hit = [t for t in failing
+               if any(fnmatch.fnmatch(c, pat) for c in t.get("clauses", []) for pat in clauses)]
+        if r.returncode == 1 and hit:
+            outcome = "caught"
+        elif r.returncode == 1:
+            outcome = "caught elsewhere"
+        elif r.returncode == 0:
+            outcome = "MISSED"
+        else:
+            outcome = f"harness exit {r.returncode}"
+        rows.append({"variant": patch.stem, "breaks": clauses, "outcome": outcome,
+                     "failing": [t["nodeid"] for t in hit or failing][:5],
+                     "seconds": round(time.monotonic() - t0, 1)})
+        print(f"   {outcome} ({rows[-1]['seconds']} s): {', '.join(rows[-1]['failing'][:3])}", flush=True)
+
+    caught = sum(r["outcome"] == "caught" for r in rows)
+    lines = ["# Broken variants", "",
+             f"{caught} of {len(rows)} variants caught by the tests of the clause they break.", "",
+             "| variant | breaks | outcome | failing tests (first) | s |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['variant']} | {' '.join(r['breaks'])} | {r['outcome']} | "
+                     f"{'<br>'.join(r['failing'][:2])} | {r['seconds']} |")
+    (report_dir / "mutants.md").write_text("\n".join(lines) + "\n")
+    (report_dir / "mutants.json").write_text(json.dumps(rows, indent=2))
+    print("\n".join(lines[2:3]))
+    print(f"catch rate: {caught}/{len(rows)}")
+    return 0 if caught == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
