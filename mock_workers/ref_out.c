@@ -1,0 +1,66 @@
+/* stdout queue (see ref_out.h). */
+#include "ref_out.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "ref_status.h"
+
+/* Compact the buffer once this much has been written from its front. */
+#define COMPACT_AT 65536
+
+void ref_out_init(ref_out *o, int fd)
+{
+    o->fd = fd;
+    ref_buf_init(&o->q);
+    o->off = 0;
+    o->dead = false;
+}
+
+void ref_out_fini(ref_out *o)
+{
+    ref_buf_fini(&o->q);
+    o->off = 0;
+}
+
+void ref_out_line(ref_out *o, const char *p, size_t n)
+{
+    if (o->dead)
+        return;
+    ref_buf_add(&o->q, p, n);
+    ref_buf_add(&o->q, "\n", 1);
+}
+
+int ref_out_flush(ref_out *o)
+{
+    if (o->dead)
+        return REF_EOF;
+    while (o->off < o->q.len) {
+        ssize_t w = write(o->fd, o->q.p + o->off, o->q.len - o->off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (w <= 0) {
+            int rc = (w < 0 && errno == EPIPE) ? REF_EOF : REF_ERR;
+            o->dead = true;
+            ref_buf_clear(&o->q);
+            o->off = 0;
+            return rc;
+        }
+        o->off += (size_t)w;
+    }
+    if (o->off == o->q.len) {
+        ref_buf_clear(&o->q);
+        o->off = 0;
+    } else if (o->off >= COMPACT_AT) {
+        ref_buf_drop(&o->q, o->off);
+        o->off = 0;
+    }
+    return REF_OK;
+}
+
+size_t ref_out_pending(const ref_out *o)
+{
+    return o->q.len - o->off;
+}
