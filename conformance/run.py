@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Run the stdio Bus conformance suite against a daemon.
+
+    run.py [--daemon PATH] [--profile FILE] [--baseline FILE] [-j N] [TEST_ID ...]
+
+Exit status: 0 every test passed (SHOULD-level warnings allowed); 1 a test
+failed, or the baseline has a stale entry; 2 the run cannot be trusted (a
+harness error, a collection error, nothing selected, fewer than --min-tests
+tests ran, or a MUST clause without a test). See README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _import_pytest():
+    import importlib.util
+    try:
+        missing = [m for m in ("pytest", "pytest_timeout", "xdist") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ImportError(f"missing module(s): {', '.join(missing)}")
+        import pytest
+        return pytest
+    except ImportError as exc:
+        # The python3 first on PATH may lack the packages the Debian one has.
+        alt = "/usr/bin/python3"
+        if os.path.exists(alt) and os.path.realpath(sys.executable) != os.path.realpath(alt) \
+                and not os.environ.get("SB_CONFORMANCE_REEXEC"):
+            os.environ["SB_CONFORMANCE_REEXEC"] = "1"
+            os.execv(alt, [alt] + sys.argv)
+        sys.stderr.write(f"run.py: {exc}: the suite needs pytest, pytest-xdist and pytest-timeout "
+                         "(Debian: apt-get install python3-pytest python3-pytest-xdist "
+                         "python3-pytest-timeout)\n")
+        sys.exit(2)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="run.py", description="stdio Bus conformance suite",
+        epilog="Arguments after -- go to pytest unchanged.")
+    p.add_argument("tests", nargs="*", metavar="TEST_ID",
+                   help="test ids or files to run (default: the whole suite)")
+    p.add_argument("--daemon", help="daemon under test (default: build/stdio_bus or <prefix>/bin/stdio_bus)")
+    p.add_argument("--profile", help="daemon profile (TOML; default: profiles/stdio_bus.toml)")
+    p.add_argument("--mock-worker", help="mock worker binary")
+    p.add_argument("--spec", help="SPEC.md (default: next to run.py, or at the top of the source tree)")
+    p.add_argument("--report-dir", default="conformance-results", help="default: %(default)s")
+    p.add_argument("--baseline", help="expected failures of this daemon (JSON)")
+    p.add_argument("--write-baseline", metavar="FILE", help="write this run's failures as a baseline")
+    p.add_argument("--clause", action="append", default=[], metavar="GLOB",
+                   help="run tests citing a matching clause, e.g. 'SB-6.*' (repeatable)")
+    p.add_argument("--exclude-clause", action="append", default=[], metavar="GLOB",
+                   help="leave out tests citing a matching clause (repeatable)")
+    p.add_argument("--section", action="append", default=[], metavar="N",
+                   help="run tests citing a clause of section N, e.g. 6.1 (repeatable)")
+    p.add_argument("--only", action="append", default=[], metavar="NODEID",
+                   help="run only the test with this exact node id (repeatable; reproducers use it)")
+    p.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression")
+    p.add_argument("-j", "--jobs", type=int, default=2, help="parallel workers (default: %(default)s)")
+    p.add_argument("--timeout", type=float, default=60, help="per-test timeout in s (default: %(default)s)")
+    p.add_argument("--wait-timeout", type=float, default=5.0,
+                   help="deadline of one wait for the daemon, in s (default: %(default)s)")
+    p.add_argument("--seed", type=int, help="seed of the run (default: random, printed)")
+    p.add_argument("--min-tests", type=int, default=0, help="exit 2 if fewer tests ran")
+    p.add_argument("--tests-dir", dest="tests_dirs", action="append", default=[], metavar="DIR",
+                   help="test directory or file to collect (repeatable; default: the suite's tests/)")
+    p.add_argument("--coverage", action="store_true",
+                   help="only list clause coverage; exit 2 if a MUST clause has no test")
+    p.add_argument("--no-coverage-gate", action="store_true",
+                   help="list untested MUST clauses without failing the run")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("-q", "--quiet", action="count", default=0)
+    if "--" in argv:
+        i = argv.index("--")
+        return p.parse_args(argv[:i]), argv[i + 1:]
+    return p.parse_args(argv), []
+
+
+def _resolve_test(arg: str) -> str:
+    """A test id as printed by the suite is relative to the conformance
+    directory; accept it from any working directory."""
+    path, sep, rest = arg.partition("::")
+    if os.path.exists(path):
+        return os.path.abspath(path) + sep + rest
+    alt = os.path.join(HERE, path)
+    if os.path.exists(alt):
+        return alt + sep + rest
+    return arg
+
+
+def pytest_args(opts, extra) -> list[str]:
+    a = ["-c", os.path.join(HERE, "pytest.ini"), "--rootdir", HERE,
+         "-p", "stdio_bus_conformance.plugin", "-p", "no:cacheprovider"]
+    for name in ("daemon", "profile", "mock_worker", "spec", "baseline", "write_baseline"):
+        value = getattr(opts, name)
+        if value:
+            a += [f"--{name.replace('_', '-')}", os.path.abspath(value)]
+    a += ["--report-dir", os.path.abspath(opts.report_dir), "--seed", str(opts.seed),
+          "--wait-timeout", str(opts.wait_timeout), "--min-tests", str(opts.min_tests)]
+    for g in opts.clause:
+        a += ["--clause", g]
+    for g in opts.exclude_clause:
+        a += ["--exclude-clause", g]
+    for s in opts.section:
+        a += ["--section", s]
+    for n in opts.only:
+        a += ["--only", n]
+    if opts.keyword:
+        a += ["-k", opts.keyword]
+    if opts.no_coverage_gate:
+        a.append("--no-coverage-gate")
+    if opts.coverage:
+        a += ["--collect-only", "-qq", "--coverage-only", "-p", "no:xdist"]
+    else:
+        a += ["--timeout", str(opts.timeout)]
+        a += ["-n", str(opts.jobs)] if opts.jobs > 1 else ["-p", "no:xdist"]
+        a += ["-v"] * opts.verbose + ["-q"] * opts.quiet
+        a += ["-rN"]
+    a += extra
+    if opts.tests:
+        a += [_resolve_test(t) for t in opts.tests]
+    else:
+        dirs = opts.tests_dirs or [os.path.join(HERE, "tests")]
+        a += [os.path.abspath(d) for d in dirs]
+    return a
+
+
+class _Capture:
+    """Keeps the pytest config so the summary can be read after the run."""
+    config = None
+
+    def pytest_configure(self, config):
+        _Capture.config = config
+
+
+def main(argv=None) -> int:
+    opts, extra = parse_args(sys.argv[1:] if argv is None else argv)
+    if opts.seed is None:
+        opts.seed = random.SystemRandom().randrange(1, 2**31)
+    # xdist workers import the plugin too: make the package importable there
+    os.environ["PYTHONPATH"] = HERE + (os.pathsep + os.environ["PYTHONPATH"]
+                                       if os.environ.get("PYTHONPATH") else "")
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    pytest = _import_pytest()
+    args = pytest_args(opts, extra)
+    rc = int(pytest.main(args, plugins=[_Capture()]))
+    if rc not in (0, 1, 2):  # pytest's own: internal error, usage error, no tests
+        rc = 2
+    state = getattr(_Capture.config, "_sb_state", None) if _Capture.config else None
+    final = getattr(state, "final", None)
+    if final is not None and not opts.coverage:
+        from stdio_bus_conformance.outcomes import summary_line
+        print(f"seed {opts.seed}; reports in {os.path.abspath(opts.report_dir)}")
+        print(summary_line(final.counts))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

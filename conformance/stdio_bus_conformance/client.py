@@ -1,0 +1,402 @@
+"""Client connections to the daemon: the stdio pipes or a unix/TCP socket.
+
+Every client has a reader thread that splits what the daemon sends into
+lines and queues them with their arrival time; every wait has a deadline.
+Lines are bytes and keep their terminating b"\\n" so tests can compare bytes
+exactly; a fragment left unterminated when the daemon closes the connection
+is delivered without one.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import itertools
+import json
+import os
+import select
+import socket
+import threading
+import time
+
+from .errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError
+from .transcript import Recorder
+
+DEFAULT_TIMEOUT = 5.0
+_ids = itertools.count(1)
+
+
+def next_id() -> int:
+    """A request id unique within the test, for tests that need one."""
+    return next(_ids)
+
+
+def field(msg, *path):
+    """msg[path[0]][path[1]]...: a member of a message the daemon delivered.
+    A missing member means the daemon delivered some other message, so it is
+    a DaemonError (a KeyError in test code would be blamed on the suite)."""
+    value = msg
+    for i, key in enumerate(path):
+        try:
+            value = value[key]
+        except (KeyError, IndexError, TypeError):
+            where = "".join(f"[{k!r}]" for k in path[:i + 1])
+            raise DaemonError(f"the message has no {where}: {json.dumps(msg)[:300]}") from None
+    return value
+
+
+def reset_ids() -> None:
+    """Each test starts again at 1, so a rerun with the same seed sends the
+    same bytes whatever ran before it in the process."""
+    global _ids
+    _ids = itertools.count(1)
+
+
+class Client:
+    """Base class: line queue, reads with deadlines, JSON helpers."""
+
+    kind = "client"
+
+    def __init__(self, name: str, recorder: Recorder, timeout: float = DEFAULT_TIMEOUT):
+        self.name = name
+        self.recorder = recorder
+        self.timeout = timeout
+        self.received: list[bytes] = []  # every line, in arrival order
+        self.sent: list[bytes] = []      # every chunk passed to send()
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._cond = threading.Condition()
+        self._partial = b""
+        self._eof = False
+        self._eof_reason = ""
+        self._closed_by_us = False
+        self._thread: threading.Thread | None = None
+
+    # -- reader side (runs on the reader thread) ---------------------------
+    def _start_reader(self) -> None:
+        self._thread = threading.Thread(target=self._reader_loop, name=f"sb-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _read_chunk(self) -> bytes:
+        raise NotImplementedError
+
+    def _reader_loop(self) -> None:
+        reason = "end of stream"
+        try:
+            while True:
+                data = self._read_chunk()
+                if not data:
+                    break
+                self._feed(data)
+        except OSError as exc:
+            reason = f"{exc.__class__.__name__}: {exc}"
+        with self._cond:
+            if self._partial:
+                self._deliver(self._partial)
+                self._partial = b""
+            self._eof = True
+            self._eof_reason = reason
+            self._cond.notify_all()
+        self.recorder.add(f"daemon -> {self.name}", f"[connection closed: {reason}]\n")
+
+    def _feed(self, data: bytes) -> None:
+        with self._cond:
+            buf = self._partial + data
+            start = 0
+            while True:
+                nl = buf.find(b"\n", start)
+                if nl < 0:
+                    break
+                self._deliver(buf[start:nl + 1])
+                start = nl + 1
+            self._partial = buf[start:]
+            self._cond.notify_all()
+
+    def _deliver(self, line: bytes) -> None:
+        self.received.append(line)
+        self._queue.append(line)
+        self.recorder.add(f"daemon -> {self.name}", line)
+
+    # -- test side ----------------------------------------------------------
+    def _deadline(self, timeout):
+        return time.monotonic() + (self.timeout if timeout is None else timeout)
+
+    def recv_line(self, timeout: float | None = None) -> bytes:
+        """The next line from the daemon, b"\\n" included. Raises DaemonTimeout
+        when none arrives in time, ConnectionClosed when the daemon closed."""
+        deadline = self._deadline(timeout)
+        with self._cond:
+            while True:
+                if self._queue:
+                    return self._queue.popleft()
+                if self._eof:
+                    raise ConnectionClosed(f"{self.name}: the daemon closed the connection "
+                                           f"({self._eof_reason}) while a line was expected")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DaemonTimeout(f"{self.name}: no line from the daemon within "
+                                        f"{self.timeout if timeout is None else timeout:g} s")
+                self._cond.wait(left)
+
+    def recv_json(self, timeout: float | None = None) -> dict:
+        """The next line parsed as a JSON object (DaemonError if it is not one,
+        or if it is not terminated by a newline)."""
+        line = self.recv_line(timeout)
+        return self._parse(line)
+
+    def _parse(self, line: bytes):
+        if not line.endswith(b"\n"):
+            raise DaemonError(f"{self.name}: line from the daemon not terminated by \\n: {line[:200]!r}")
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise DaemonError(f"{self.name}: daemon sent a line that is not JSON ({exc}): {line[:200]!r}")
+        if not isinstance(obj, dict):
+            raise DaemonError(f"{self.name}: daemon sent JSON that is not an object: {line[:200]!r}")
+        return obj
+
+    def recv_response(self, req_id, timeout: float | None = None) -> dict:
+        """Waits for the response whose id equals req_id; other lines that
+        arrive first stay queued, in order, for recv_line/recv_json."""
+        deadline = self._deadline(timeout)
+        skipped = []
+        try:
+            while True:
+                left = max(0.0, deadline - time.monotonic())
+                try:
+                    line = self.recv_line(left)
+                except DaemonTimeout:
+                    raise DaemonTimeout(f"{self.name}: no response with id {req_id!r} within "
+                                        f"{self.timeout if timeout is None else timeout:g} s"
+                                        + (f" (got {len(skipped)} other lines)" if skipped else "")) from None
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    obj = None
+                if isinstance(obj, dict) and "id" in obj and obj["id"] == req_id and \
+                        type(obj["id"]) is type(req_id) and ("result" in obj or "error" in obj):
+                    return self._parse(line)
+                skipped.append(line)
+        finally:
+            with self._cond:
+                self._queue.extendleft(reversed(skipped))
+
+    def request(self, method: str = "echo", params=None, session: str | None = None,
+                id=None, timeout: float | None = None) -> dict:
+        """Sends a JSON-RPC request and returns its response."""
+        req_id = next_id() if id is None else id
+        msg = {"jsonrpc": "2.0", "id": req_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        if session is not None:
+            msg["sessionId"] = session
+        self.send_json(msg)
+        return self.recv_response(req_id, timeout)
+
+    def notify(self, method: str = "note", params=None, session: str | None = None) -> bytes:
+        msg = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        if session is not None:
+            msg["sessionId"] = session
+        return self.send_json(msg)
+
+    def sync(self, session: str | None = None, timeout: float | None = None) -> list[bytes]:
+        """Sentinel round-trip: sends a request and waits for its response.
+        Returns (and consumes) the lines that arrived before it. With a
+        session, the sentinel goes to the same worker as earlier messages of
+        that session, so anything that worker wrote before it has been routed."""
+        req_id = f"sb-sync-{next_id()}"
+        msg = {"jsonrpc": "2.0", "id": req_id, "method": "sb/sync"}
+        if session is not None:
+            msg["sessionId"] = session
+        self.send_json(msg)
+        self.recv_response(req_id, timeout)
+        with self._cond:
+            before = list(self._queue)
+            self._queue.clear()
+        return before
+
+    def send_json(self, obj, timeout: float | None = None) -> bytes:
+        """Sends obj as one compact NDJSON line; returns the bytes sent."""
+        line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        self.send(line, timeout)
+        return line
+
+    def send(self, data: bytes, timeout: float | None = None) -> None:
+        """Writes data exactly as given. Raises DaemonTimeout when the daemon
+        does not read it in time, ConnectionClosed when it closed the stream."""
+        if not isinstance(data, (bytes, bytearray)):
+            raise HarnessError(f"{self.name}.send() takes bytes, not {type(data).__name__}")
+        if self._closed_by_us:
+            raise HarnessError(f"{self.name}: send() after close()")
+        self.recorder.add(f"{self.name} -> daemon", bytes(data))
+        self.sent.append(bytes(data))
+        deadline = self._deadline(timeout)
+        view = memoryview(bytes(data))
+        while view:
+            try:
+                n = self._write_some(view, deadline)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise ConnectionClosed(f"{self.name}: the daemon closed the connection while "
+                                       f"we were sending ({exc.__class__.__name__})") from None
+            if n is None:
+                raise DaemonTimeout(f"{self.name}: the daemon did not read {len(view)} of "
+                                    f"{len(data)} bytes in time")
+            view = view[n:]
+
+    def _write_some(self, view, deadline):
+        raise NotImplementedError
+
+    @property
+    def closed_by_daemon(self) -> bool:
+        with self._cond:
+            return self._eof
+
+    def expect_closed(self, timeout: float | None = None) -> list[bytes]:
+        """Waits until the daemon closes this connection. Returns the lines
+        that were still unread. Raises DaemonTimeout if it stays open."""
+        deadline = self._deadline(timeout)
+        with self._cond:
+            while not self._eof:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DaemonTimeout(f"{self.name}: the daemon did not close the connection within "
+                                        f"{self.timeout if timeout is None else timeout:g} s")
+                self._cond.wait(left)
+            rest = list(self._queue)
+            self._queue.clear()
+            return rest
+
+    def expect_silence(self, duration: float = 0.3) -> None:
+        """Asserts that nothing arrives for `duration` seconds (keep it short;
+        prefer sync() where a sentinel round-trip can prove the same)."""
+        if duration > 1.0:
+            raise HarnessError("expect_silence() is a bounded wait: keep it under 1 s, use sync()")
+        deadline = time.monotonic() + duration
+        with self._cond:
+            while True:
+                if self._queue:
+                    raise AssertionError(f"{self.name}: expected silence, the daemon sent "
+                                         f"{self._queue[0][:200]!r}")
+                if self._eof:
+                    raise ConnectionClosed(f"{self.name}: expected silence, the daemon closed "
+                                           f"the connection ({self._eof_reason})")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
+    def pending_lines(self) -> list[bytes]:
+        with self._cond:
+            return list(self._queue)
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def join_reader(self, timeout: float = 2.0) -> None:
+        """Waits for the reader thread to see the end of the stream."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+class StdioClient(Client):
+    """The one client of stdio mode: the daemon's stdin and stdout."""
+
+    kind = "stdio"
+
+    def __init__(self, name, recorder, stdin, stdout, timeout=DEFAULT_TIMEOUT):
+        """stdin, stdout: the daemon's pipes as unbuffered file objects; the
+        client closes stdin, the Daemon closes stdout once this reader is done."""
+        super().__init__(name, recorder, timeout)
+        self._wfile = stdin
+        self._wfd = stdin.fileno()
+        self._rfd = stdout.fileno()
+        os.set_blocking(self._wfd, False)
+        self._start_reader()
+
+    def _read_chunk(self) -> bytes:
+        return os.read(self._rfd, 65536)
+
+    def _write_some(self, view, deadline):
+        while True:
+            try:
+                return os.write(self._wfd, view[:65536])
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                select.select([], [self._wfd], [], left)
+
+    def close(self) -> None:
+        """Closes the daemon's stdin (end of input for the one client)."""
+        if not self._closed_by_us:
+            self._closed_by_us = True
+            self.recorder.note(f"{self.name}: harness closed the daemon's stdin")
+            try:
+                self._wfile.close()
+            except OSError:
+                pass
+
+    close_write = close
+
+
+class SocketClient(Client):
+    """A unix-domain or TCP client connection."""
+
+    kind = "socket"
+
+    def __init__(self, name, recorder, sock: socket.socket, timeout=DEFAULT_TIMEOUT):
+        super().__init__(name, recorder, timeout)
+        self.sock = sock
+        self._start_reader()
+
+    @classmethod
+    def connect(cls, name, recorder, family, address, timeout=DEFAULT_TIMEOUT):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            raise DaemonError(f"{name}: cannot connect to the daemon at {address}: {exc}") from None
+        sock.settimeout(None)
+        if family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        recorder.note(f"{name}: connected to {address}")
+        return cls(name, recorder, sock, timeout)
+
+    def _read_chunk(self) -> bytes:
+        return self.sock.recv(65536)
+
+    def _write_some(self, view, deadline):
+        while True:
+            try:
+                return self.sock.send(view[:262144], socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                select.select([], [self.sock], [], left)
+            except OSError as exc:
+                if exc.errno in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN):
+                    raise BrokenPipeError(str(exc)) from None
+                raise
+
+    def close_write(self) -> None:
+        """Half-close: the daemon sees end of input, we can still read."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        self.recorder.note(f"{self.name}: harness shut down its write side")
+
+    def close(self) -> None:
+        if self._closed_by_us:
+            return
+        self._closed_by_us = True
+        self.recorder.note(f"{self.name}: harness closed the connection")
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()

@@ -1,0 +1,35 @@
+"""Who is to blame when a test does not pass.
+
+The outcome of a test depends on the class of the exception that ended it:
+
+* ``AssertionError`` and ``DaemonError`` (and subclasses) count against the
+  daemon under test: the test outcome is ``fail`` (or ``warn`` when only
+  SHOULD/MAY clauses are cited).
+* ``HarnessError`` and every other exception are the suite's fault: the outcome
+  is ``harness-error`` and the daemon is never blamed for them.
+
+Library code that talks to the daemon therefore converts every I/O problem
+the daemon can cause (closed socket, broken pipe, garbage on stdout, timeout)
+into a ``DaemonError``, and raises ``HarnessError`` for its own problems
+(missing mock worker, bad arguments, fixture misuse).
+"""
+
+
+class HarnessError(Exception):
+    """A problem that is the conformance suite's fault, not the daemon's."""
+
+
+class DaemonError(Exception):
+    """The daemon under test misbehaved (counts like a failed assertion)."""
+
+
+class DaemonTimeout(DaemonError):
+    """The daemon did not produce an expected event before the deadline."""
+
+
+class ConnectionClosed(DaemonError):
+    """The daemon closed a client connection the test expected to stay open."""
+
+
+class DaemonExited(DaemonError):
+    """The daemon process exited when the test expected it to keep running."""

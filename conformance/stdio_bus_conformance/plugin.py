@@ -1,0 +1,471 @@
+"""The pytest plugin of the conformance suite (loaded by conformance/conftest.py
+and by run.py): options, markers, mode parametrisation, the `bus` fixture,
+outcome mapping, baseline, coverage and reports.
+
+Runs in three roles: a plain pytest process (collects and runs), an xdist
+controller (no collection: receives reports, writes the reports), and an
+xdist worker (collects, runs, and sends its inventory of cited clauses back
+through workeroutput).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import random
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from . import baseline as bl
+from . import reports
+from .bus import Bus, RunContext
+from .coverage import compute as compute_coverage
+from .errors import HarnessError
+from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
+from .profile import MODES, load_profile
+from .spec import CONFORMANCE_DIR, ID_RE, Registry
+
+STATE_KEY = "_sb_state"
+_CATEGORY = {  # outcome -> (pytest stats category, letter, word)
+    "pass": ("passed", ".", "PASSED"),
+    "fail": ("failed", "F", "FAILED"),
+    "warn": ("warn", "W", "WARN"),
+    "xfail": ("xfail", "x", "XFAIL (baseline)"),
+    "unsupported": ("unsupported", "u", "UNSUPPORTED"),
+    "skipped": ("skipped", "s", "SKIPPED"),
+    "harness-error": ("harness-error", "E", "HARNESS-ERROR"),
+}
+
+
+# -- defaults --------------------------------------------------------------------
+def _first_existing(*paths) -> str | None:
+    for p in paths:
+        if p and os.path.exists(p):
+            return str(p)
+    return None
+
+
+def default_daemon() -> str:
+    """build/stdio_bus in the source tree, else <prefix>/bin/stdio_bus when
+    the suite is installed in <prefix>/share/stdio_bus/conformance."""
+    tree, prefix = CONFORMANCE_DIR.parent, CONFORMANCE_DIR.parent.parent.parent
+    return _first_existing(tree / "build" / "stdio_bus", prefix / "bin" / "stdio_bus") \
+        or str(tree / "build" / "stdio_bus")
+
+
+def default_mock() -> str:
+    tree, prefix = CONFORMANCE_DIR.parent, CONFORMANCE_DIR.parent.parent.parent
+    return _first_existing(tree / "build" / "mock_workers" / "mock_worker",
+                           prefix / "libexec" / "stdio_bus" / "mock_worker") \
+        or str(tree / "build" / "mock_workers" / "mock_worker")
+
+
+def default_profile() -> str | None:
+    return _first_existing(CONFORMANCE_DIR / "profiles" / "stdio_bus.toml")
+
+
+# -- options and markers -----------------------------------------------------------
+def pytest_addoption(parser):
+    g = parser.getgroup("stdio-bus", "stdio Bus conformance")
+    g.addoption("--daemon", help="daemon under test (default: build/stdio_bus)")
+    g.addoption("--profile", help="daemon profile, TOML (default: profiles/stdio_bus.toml)")
+    g.addoption("--mock-worker", help="mock worker binary (default: build/mock_workers/mock_worker)")
+    g.addoption("--spec", help="SPEC.md to read the clauses from (default: found next to the suite)")
+    g.addoption("--seed", type=int, help="seed of the run (default: random; written to the reports)")
+    g.addoption("--report-dir", default="conformance-results", help="where reports and artifacts go")
+    g.addoption("--baseline", help="expected failures of this daemon (JSON)")
+    g.addoption("--write-baseline", metavar="FILE", help="write this run's failures as a baseline")
+    g.addoption("--clause", action="append", default=[], metavar="GLOB",
+                help="run tests citing a clause matching GLOB (repeatable), e.g. 'SB-6.*'")
+    g.addoption("--exclude-clause", action="append", default=[], metavar="GLOB",
+                help="skip tests citing a clause matching GLOB (repeatable)")
+    g.addoption("--section", action="append", default=[], metavar="N",
+                help="run tests citing a clause of spec section N or its subsections (repeatable)")
+    g.addoption("--only", action="append", default=[], metavar="NODEID",
+                help="run only the test with this node id (repeatable; used by reproducers)")
+    g.addoption("--min-tests", type=int, default=0, help="exit 2 when fewer tests ran")
+    g.addoption("--wait-timeout", type=float, default=5.0, help="default deadline of one wait (s)")
+    g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
+    g.addoption("--coverage-only", action="store_true", help="with --collect-only: print coverage, gate it")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "clause(*ids): spec clauses the test checks (required)")
+    config.addinivalue_line("markers", "modes(*modes): operating modes to run in (default: stdio, unix, tcp)")
+    config.addinivalue_line("markers", "requires(*features): profile features the test needs")
+    state = State(config)
+    setattr(config, STATE_KEY, state)
+    config.pluginmanager.register(state, "sb_state")
+
+
+def _state(config) -> "State":
+    return getattr(config, STATE_KEY)
+
+
+# -- the `bus` fixture -----------------------------------------------------------------
+@pytest.fixture
+def sb_mode(request) -> str:
+    return getattr(request, "param", "stdio")
+
+
+@pytest.fixture
+def bus(request, sb_mode):
+    """The daemon under test, in this test's mode. See stdio_bus_conformance.bus."""
+    state = _state(request.config)
+    if state.fatal:
+        raise HarnessError("; ".join(state.fatal))
+    if not state.ctx.profile.supports(sb_mode):
+        pytest.skip(f"unsupported: the profile {state.ctx.profile.name} does not support {sb_mode} mode")
+    for m in request.node.iter_markers("requires"):
+        missing = [f for f in m.args if f not in state.ctx.profile.features]
+        if missing:
+            pytest.skip(f"unsupported: the profile lacks feature(s) {', '.join(missing)}")
+    b = Bus(state.ctx, sb_mode, request.node.nodeid)
+    request.node._sb_bus = b
+    try:
+        yield b
+    finally:
+        try:
+            b.stop()
+            if getattr(request.node, "_sb_failed", False):
+                b.write_artifacts(state.artifact_dir(request.node.nodeid),
+                                  state.rerun_command(request.node))
+        finally:
+            b.cleanup()
+
+
+@pytest.fixture
+def rng(bus):
+    """random.Random seeded from the run's seed and the test id."""
+    return bus.rng
+
+
+# -- the state object (a plugin instance: its hooks see the config) ---------------------------
+class State:
+    def __init__(self, config):
+        self.config = config
+        self.is_worker = hasattr(config, "workerinput")
+        self.fatal: list[str] = []
+        self.registry: Registry | None = None
+        self.inventory: dict[str, list] = {}   # nodeid -> clause ids (all collected tests)
+        self.inventory_complete = False
+        self.have_inventory = False
+        self.results: dict[str, TestResult] = {}
+        self.collection_errors: list[dict] = []
+        self.nothing_selected = False
+        self.started = time.time()
+        self.t0 = time.monotonic()
+        opt = config.getoption
+        self.report_dir = os.path.abspath(opt("report_dir"))
+        seed = opt("seed")
+        if seed is None and self.is_worker:
+            seed = config.workerinput.get("sb_seed")
+        self.seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+        try:
+            self.registry = Registry.load(opt("spec"))
+        except HarnessError as exc:
+            self.fatal.append(str(exc))
+        daemon = os.path.abspath(opt("daemon") or default_daemon())
+        if not (os.path.isfile(daemon) and os.access(daemon, os.X_OK)):
+            self.fatal.append(f"daemon not found or not executable: {daemon} (pass --daemon PATH)")
+        profile_path = opt("profile") or default_profile()
+        try:
+            profile = load_profile(profile_path)
+        except HarnessError as exc:
+            self.fatal.append(str(exc))
+            profile = load_profile(None)
+        mock = os.path.abspath(opt("mock_worker") or default_mock())
+        self.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.seed,
+                              timeout=opt("wait_timeout"))
+        self.baseline = bl.empty()
+        if opt("baseline"):
+            try:
+                self.baseline = bl.load(opt("baseline"))
+            except HarnessError as exc:
+                self.fatal.append(str(exc))
+        self.gate_enabled = not opt("no_coverage_gate")
+        if not self.is_worker and not config.option.collectonly:
+            self._clean_report_dir()
+
+    def _clean_report_dir(self):
+        import shutil
+        os.makedirs(self.report_dir, exist_ok=True)
+        shutil.rmtree(os.path.join(self.report_dir, "artifacts"), ignore_errors=True)
+
+    # -- artifacts and reproducers ---------------------------------------------------------
+    def artifact_dir(self, nodeid: str) -> Path:
+        safe = re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", nodeid).strip("_")
+        return Path(self.report_dir) / "artifacts" / safe
+
+    def rerun_command(self, item) -> str:
+        """The command that reruns just this test with the same daemon,
+        profile, mock worker, spec and seed, from any directory: it collects
+        what this run collected (so the node id is the same) and keeps only
+        that node id."""
+        opt = self.config.getoption
+        cmd = [sys.executable, str(CONFORMANCE_DIR / "run.py"), "--daemon", self.ctx.daemon]
+        if self.ctx.profile.path:
+            cmd += ["--profile", self.ctx.profile.path]
+        cmd += ["--mock-worker", self.ctx.mock_worker]
+        if opt("spec"):
+            cmd += ["--spec", os.path.abspath(opt("spec"))]
+        cmd += ["--seed", str(self.seed), "-j", "1", "--no-coverage-gate",
+                "--report-dir", os.path.join(self.report_dir, "rerun")]
+        for arg in self.config.args:
+            cmd += ["--tests-dir", os.path.abspath(str(arg).split("::")[0])]
+        cmd += ["--only", item.nodeid]
+        return " ".join(shlex.quote(c) for c in cmd)
+
+    # -- collection ----------------------------------------------------------------------
+    def item_clauses(self, item) -> list[str]:
+        ids: list[str] = []
+        for m in item.iter_markers("clause"):
+            for a in m.args:
+                if a not in ids:
+                    ids.append(a)
+        return ids
+
+    def item_problems(self, item) -> list[str]:
+        marks = list(item.iter_markers("clause"))
+        if not marks:
+            return [f"{item.nodeid}: no @pytest.mark.clause(...) marker: every test must cite "
+                    "the spec clauses it checks"]
+        problems = []
+        for m in marks:
+            if not m.args:
+                problems.append(f"{item.nodeid}: @pytest.mark.clause() needs at least one clause id")
+            for a in m.args:
+                if not isinstance(a, str) or not ID_RE.match(a):
+                    problems.append(f"{item.nodeid}: {a!r} is not a clause id (SB-<section>-<n> or SB-I-<n>)")
+                elif self.registry is not None and a not in self.registry:
+                    problems.append(f"{item.nodeid}: cites unknown clause {a} (not in {self.registry.path})")
+                elif self.registry is not None and self.registry[a].retired:
+                    problems.append(f"{item.nodeid}: cites {a}, which SPEC.md marks RETIRED")
+        for m in item.iter_markers("modes"):
+            bad = [x for x in m.args if x not in MODES]
+            if bad or not m.args:
+                problems.append(f"{item.nodeid}: @pytest.mark.modes{m.args!r}: modes are {', '.join(MODES)}")
+        return problems
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_pycollect_makeitem(self, collector, name, obj):
+        outcome = yield
+        res = outcome.get_result()
+        items = res if isinstance(res, list) else ([res] if res is not None else [])
+        problems = []
+        for it in items:
+            if isinstance(it, pytest.Function):
+                problems += self.item_problems(it)
+        if problems:
+            raise collector.CollectError("\n".join(problems))
+
+    def pytest_generate_tests(self, metafunc):
+        if "sb_mode" not in metafunc.fixturenames:
+            return
+        m = metafunc.definition.get_closest_marker("modes")
+        modes = list(m.args) if m and m.args else list(MODES)
+        metafunc.parametrize("sb_mode", modes, ids=modes, indirect=True)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        # the inventory (coverage) counts every collected test, before selection
+        for it in items:
+            self.inventory[it.nodeid] = self.item_clauses(it)
+        self.have_inventory = True
+        self.inventory_complete = all(os.path.isdir(a.split("::")[0]) for a in config.args)
+        if self.is_worker:
+            config.workeroutput["sb_inventory"] = self.inventory
+            config.workeroutput["sb_inventory_complete"] = self.inventory_complete
+        opt = config.getoption
+        globs, excl, sections, only = opt("clause"), opt("exclude_clause"), opt("section"), set(opt("only"))
+        if (globs or excl or sections or only) and self.registry is not None:
+            keep, drop = [], []
+            for it in items:
+                ids = self.inventory[it.nodeid]
+                wanted = self.registry.select(ids, globs, excl, sections) and (not only or it.nodeid in only)
+                (keep if wanted else drop).append(it)
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+                items[:] = keep
+            if not keep:
+                self.nothing_selected = True
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collection_errors.append({"where": report.nodeid or "(session)",
+                                           "message": str(report.longrepr)})
+
+    # -- xdist (controller side) ---------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        node.workerinput["sb_seed"] = self.seed
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        out = getattr(node, "workeroutput", None) or {}
+        if "sb_inventory" in out:
+            self.inventory.update(out["sb_inventory"])
+            self.inventory_complete = bool(out.get("sb_inventory_complete"))
+            self.have_inventory = True
+
+    # -- running -------------------------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        rep = outcome.get_result()
+        rep.sb_clauses = self.item_clauses(item)
+        spec = getattr(item, "callspec", None)
+        rep.sb_mode = spec.params.get("sb_mode") if spec is not None else None
+        rep.sb_kind, rep.sb_message = None, ""
+        if call.excinfo is not None:
+            exc = call.excinfo.value
+            if rep.skipped:
+                reason = getattr(exc, "msg", None) or str(exc)
+                rep.sb_kind = "unsupported" if str(reason).startswith("unsupported:") else "skip"
+                rep.sb_message = str(reason)
+            elif rep.failed:
+                rep.sb_kind = exception_kind(exc)
+                text = re.sub(r"^stdio_bus_conformance\.errors\.", "", call.excinfo.exconly().strip())
+                rep.sb_message = text if len(text) < 2000 else text[:2000] + "..."
+        if rep.failed:
+            item._sb_failed = True
+
+    def pytest_runtest_logreport(self, report):
+        if self.is_worker:
+            return
+        r = self.results.get(report.nodeid)
+        if r is None:
+            r = self.results[report.nodeid] = TestResult(
+                report.nodeid, list(getattr(report, "sb_clauses", []) or []), getattr(report, "sb_mode", None))
+        details = ""
+        if report.failed:
+            details = report.longreprtext
+        r.phases[report.when] = Phase(report.when, report.outcome, getattr(report, "sb_kind", None),
+                                      getattr(report, "sb_message", "") or "", details, report.duration,
+                                      bool(getattr(report, "wasxfail", None)))
+        self._finish(r)
+
+    def _finish(self, r: TestResult):
+        mandatory = self.registry.any_mandatory(r.clauses) if self.registry else True
+        r.outcome, r.message, r.details = classify(r, mandatory, r.nodeid in self.baseline)
+        d = self.artifact_dir(r.nodeid)
+        r.artifact_dir = str(d) if d.is_dir() else None
+
+    def pytest_report_teststatus(self, report, config):
+        if not hasattr(report, "sb_kind") or report.when == "collect":
+            return None
+        if report.passed and report.when != "call":
+            return None
+        r = TestResult(report.nodeid, list(report.sb_clauses), report.sb_mode)
+        r.phases[report.when] = Phase(report.when, report.outcome, report.sb_kind, report.sb_message,
+                                      "", 0.0, bool(getattr(report, "wasxfail", None)))
+        mandatory = self.registry.any_mandatory(r.clauses) if self.registry else True
+        outcome = classify(r, mandatory, report.nodeid in self.baseline)[0]
+        return _CATEGORY[outcome]
+
+    # -- the end ------------------------------------------------------------------------------
+    def summary(self, session) -> reports.RunSummary:
+        order = {n: i for i, n in enumerate(self.inventory)}
+        self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+        for r in self.results.values():
+            self._finish(r)
+        coverage = None
+        if self.registry is not None and self.have_inventory:
+            coverage = compute_coverage(self.registry, self.inventory, self.results,
+                                        complete=self.inventory_complete, gate=self.gate_enabled)
+        stale = self.baseline.stale(self.results, set(self.inventory) if self.inventory_complete else None)
+        new_failures = [n for n, r in self.results.items() if r.outcome == "fail"]
+        counts = reports.count(self.results)
+        v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=stale,
+                    gate_failures=coverage.gate_failures if coverage else [],
+                    min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected)
+        opt = self.config.getoption
+        meta = {
+            "suite": "stdio Bus conformance kit",
+            "daemon": self.ctx.daemon,
+            "profile": self.ctx.profile.path or f"(built-in {self.ctx.profile.name})",
+            "mock_worker": self.ctx.mock_worker,
+            "spec": str(self.registry.path) if self.registry else None,
+            "clauses": len(self.registry.clauses) if self.registry else 0,
+            "seed": self.seed,
+            "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
+            .isoformat(timespec="seconds"),
+            "duration": round(time.monotonic() - self.t0, 3),
+            "selection": {"clause": opt("clause"), "exclude_clause": opt("exclude_clause"),
+                          "section": opt("section"), "keyword": opt("keyword") or None,
+                          "only": opt("only")},
+        }
+        base = {"file": self.baseline.path, "stale": stale,
+                "new_failures": new_failures if self.baseline.path else [],
+                "expected_failures": sorted(n for n, r in self.results.items() if r.outcome == "xfail")}
+        levels = {c.id: c.level for c in self.registry} if self.registry else {}
+        return reports.RunSummary(meta, self.results, counts, coverage, v, levels, base,
+                                  self.collection_errors, self.fatal)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.is_worker:
+            return
+        s = self.summary(session)
+        self.final = s
+        if self.config.option.collectonly:
+            # run.py --coverage: collection errors, fatal errors and the gate count
+            broken = s.fatal or s.collection_errors
+            if self.config.getoption("coverage_only"):
+                broken = broken or s.coverage is None or s.coverage.gate_failures
+            if broken:
+                session.exitstatus = 2
+            elif self.config.getoption("coverage_only"):
+                session.exitstatus = 0
+            return
+        self.paths = reports.write_all(self.report_dir, s)
+        wb = self.config.getoption("write_baseline")
+        if wb:
+            self.baseline_written = (wb, bl.write(wb, self.ctx.daemon, self.results, self.baseline))
+        session.exitstatus = s.verdict.exit_code
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        if self.is_worker or not hasattr(self, "final"):
+            return
+        s, tr = self.final, terminalreporter
+        if config.option.collectonly and not config.getoption("coverage_only"):
+            return
+        for key, title in (("warn", "WARNINGS (SHOULD-level clauses not met)"),
+                           ("harness-error", "HARNESS ERRORS (the suite's fault, not the daemon's)")):
+            reps = [r for r in tr.stats.get(key, []) if getattr(r, "longrepr", None)]
+            if reps:
+                tr.write_sep("=", title)
+                for rep in reps:
+                    tr.write_sep("_", f"{rep.nodeid} ({rep.when})")
+                    tr._outrep_summary(rep)
+        tr.write_sep("=", "stdio Bus conformance")
+        for msg in s.fatal:
+            tr.write_line(f"harness error: {msg}", red=True)
+        for e in s.collection_errors:
+            tr.write_line(f"collection error in {e['where']}:", red=True)
+            for line in e["message"].splitlines()[:20]:
+                tr.write_line(f"    {line}")
+        for line in reports.coverage_lines(s.coverage):
+            tr.write_line(line)
+        for e in s.baseline.get("stale", []):
+            tr.write_line(f"stale baseline entry: {e['test']} ({e['why']})", red=True)
+        if s.baseline.get("file"):
+            for t in s.baseline.get("new_failures", []):
+                tr.write_line(f"new failure (not in the baseline): {t}", red=True)
+        for r in s.results.values():
+            if r.artifact_dir:
+                tr.write_line(f"reproducer for {r.nodeid}: {r.artifact_dir}")
+        if hasattr(self, "paths"):
+            tr.write_line(f"reports: {os.path.dirname(self.paths['results.json'])}/"
+                          "{results.json,junit.xml,report.md}")
+        if hasattr(self, "baseline_written"):
+            tr.write_line(f"baseline written: {self.baseline_written[0]} "
+                          f"({self.baseline_written[1]} expected failures)")
+        if not config.option.collectonly:
+            tr.write_line(f"{summary_line(s.counts)}: exit {s.verdict.exit_code}" +
+                          (" (" + "; ".join(s.verdict.reasons) + ")" if s.verdict.reasons else ""))

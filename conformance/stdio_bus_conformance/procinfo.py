@@ -1,0 +1,110 @@
+"""Process inspection through /proc (Linux): children, zombies, fds,
+threads, CPU time. A process that has gone away reads as absent, not as an
+error: callers decide what absence means."""
+
+from __future__ import annotations
+
+import os
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat; fields[0] is the state (after comm)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # comm may contain spaces and parentheses: split after the last ')'
+    return data[data.rindex(")") + 2:].split()
+
+
+def exists(pid: int) -> bool:
+    st = _stat(pid)
+    return st is not None and st[0] != "Z"
+
+
+def state(pid: int) -> str | None:
+    """One-letter state (R, S, D, Z, T...) or None when gone."""
+    st = _stat(pid)
+    return st[0] if st else None
+
+
+def ppid(pid: int) -> int | None:
+    st = _stat(pid)
+    return int(st[1]) if st else None
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of pid, zombies included."""
+    out = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        except FileNotFoundError:
+            continue
+    return sorted(set(out))
+
+
+def live_children(pid: int) -> list[int]:
+    return [c for c in children(pid) if state(c) not in (None, "Z")]
+
+
+def zombies(pid: int) -> list[int]:
+    """Children of pid that have exited and not been reaped."""
+    return [c for c in children(pid) if state(c) == "Z"]
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def fds(pid: int) -> dict[int, str]:
+    """fd -> what it points to (path, socket:[n], pipe:[n])."""
+    out = {}
+    base = f"/proc/{pid}/fd"
+    for name in os.listdir(base):
+        try:
+            out[int(name)] = os.readlink(f"{base}/{name}")
+        except OSError:
+            continue
+    return out
+
+
+def thread_count(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    raise OSError(f"no Threads line in /proc/{pid}/status")
+
+
+def cpu_time(pid: int) -> float:
+    """User + system CPU seconds consumed by pid so far."""
+    st = _stat(pid)
+    if st is None:
+        raise ProcessLookupError(pid)
+    # after the state field: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+    return (int(st[11]) + int(st[12])) / CLK_TCK
+
+
+def environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        items = f.read().split(b"\0")
+    out = {}
+    for item in items:
+        if b"=" in item:
+            k, v = item.split(b"=", 1)
+            out[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
+    return out
+
+
+def cmdline(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]

@@ -1,0 +1,287 @@
+"""The run's reports: results.json, junit.xml, report.md and the console
+summary. All are written from one RunSummary by the controlling process."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+from .coverage import Coverage
+from .outcomes import OUTCOMES, Verdict, summary_line
+
+SCHEMA_VERSION = 1
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+@dataclass
+class RunSummary:
+    meta: dict
+    results: dict                   # nodeid -> TestResult, in run order
+    counts: dict
+    coverage: Coverage | None
+    verdict: Verdict
+    levels: dict = field(default_factory=dict)        # clause id -> level
+    baseline: dict = field(default_factory=dict)
+    collection_errors: list = field(default_factory=list)  # [{"where", "message"}]
+    fatal: list = field(default_factory=list)
+
+
+def count(results: dict) -> dict:
+    counts = {o: 0 for o in OUTCOMES}
+    for r in results.values():
+        counts[r.outcome] += 1
+    counts["total"] = len(results)
+    return counts
+
+
+# -- results.json ------------------------------------------------------------
+def results_json(s: RunSummary) -> dict:
+    cov = None
+    if s.coverage is not None:
+        cov = {
+            "complete": s.coverage.complete,
+            "gated": s.coverage.gated,
+            "gate": {"ok": not s.coverage.gate_failures, "failures": s.coverage.gate_failures},
+            "sections": s.coverage.sections,
+            "clauses": [{"id": c.id, "level": c.level, "section": c.section, "check": c.check,
+                         "status": c.status, "tests": c.tests, "outcome": c.outcome,
+                         "notes": c.notes} for c in s.coverage.clauses],
+        }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        **s.meta,
+        "exit_code": s.verdict.exit_code,
+        "exit_reasons": s.verdict.reasons,
+        "summary": s.counts,
+        "tests": [{
+            "nodeid": r.nodeid,
+            "clauses": list(r.clauses),
+            "levels": [s.levels.get(c, "") for c in r.clauses],
+            "mode": r.mode,
+            "outcome": r.outcome,
+            "duration": round(r.duration, 6),
+            "message": r.message,
+            "artifact_dir": r.artifact_dir,
+        } for r in s.results.values()],
+        "collection_errors": s.collection_errors,
+        "fatal_errors": s.fatal,
+        "baseline": s.baseline,
+        "coverage": cov,
+    }
+
+
+def write_json(path: str, s: RunSummary) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(results_json(s), f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+# -- junit.xml ---------------------------------------------------------------
+def _clean(text: str, limit: int = 20000) -> str:
+    text = _XML_BAD.sub("\ufffd", text or "")
+    return text if len(text) <= limit else text[:limit] + f"\n...(truncated, {len(text) - limit} more characters)"
+
+
+def _t(seconds: float) -> str:
+    return f"{max(0.0, seconds):.3f}"
+
+
+def _split(nodeid: str) -> tuple[str, str, str]:
+    """(file, classname, name): 'tests/test_a.py::test_x[stdio]' ->
+    ('tests/test_a.py', 'tests.test_a', 'test_x[stdio]')."""
+    path, _, rest = nodeid.partition("::")
+    parts = rest.split("::") if rest else [path]
+    module = re.sub(r"\.py$", "", path).replace("/", ".").lstrip(".")
+    classname = ".".join([module] + parts[:-1])
+    return path, classname, parts[-1]
+
+
+def junit_tree(s: RunSummary) -> ET.ElementTree:
+    """JUnit XML valid against the Jenkins xunit junit-10.xsd: testcase
+    carries no properties there, so each suite lists its cases' clause ids in
+    its own <properties> as clauses:<case name>."""
+    root = ET.Element("testsuites", name="stdio Bus conformance")
+    suites: dict[str, list] = {}
+    for r in s.results.values():
+        suites.setdefault(_split(r.nodeid)[0], []).append(r)
+    for err in s.collection_errors:
+        suites.setdefault(err["where"], [])
+    for err in s.fatal:
+        suites.setdefault("harness", [])
+    tot = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+    hostname = socket.gethostname()
+    for path, results in suites.items():
+        suite = ET.SubElement(root, "testsuite", name=path)
+        props = ET.SubElement(suite, "properties")
+        for key in ("daemon", "profile", "seed", "spec"):
+            if s.meta.get(key) is not None:
+                ET.SubElement(props, "property", name=key, value=str(s.meta[key]))
+        n = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+        for r in results:
+            _, classname, name = _split(r.nodeid)
+            ET.SubElement(props, "property", name=f"clauses:{name}", value=" ".join(r.clauses))
+            case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=_t(r.duration))
+            n["tests"] += 1
+            n["time"] += r.duration
+            msg = _clean(r.message, 1000)
+            if r.outcome == "fail":
+                n["failures"] += 1
+                ET.SubElement(case, "failure", type="fail", message=msg).text = _clean(r.details)
+            elif r.outcome == "harness-error":
+                n["errors"] += 1
+                ET.SubElement(case, "error", type="harness-error", message=msg).text = _clean(r.details)
+            elif r.outcome in ("xfail", "unsupported", "skipped"):
+                n["skipped"] += 1
+                ET.SubElement(case, "skipped", type=r.outcome, message=msg)
+            out = [f"clauses: {' '.join(r.clauses)}", f"mode: {r.mode or '-'}", f"outcome: {r.outcome}"]
+            if r.outcome == "warn":
+                out.append(f"warning (SHOULD-level clause not met): {r.message}")
+                out.append(r.details)
+            if r.artifact_dir:
+                out.append(f"artifacts: {r.artifact_dir}")
+            ET.SubElement(case, "system-out").text = _clean("\n".join(out))
+        for err in s.collection_errors:
+            if err["where"] == path:
+                case = ET.SubElement(suite, "testcase", classname=re.sub(r"\.py$", "", path).replace("/", "."),
+                                     name="collection", time="0.000")
+                ET.SubElement(case, "error", type="collection-error",
+                              message=_clean(err["message"].splitlines()[0] if err["message"] else "", 1000)
+                              ).text = _clean(err["message"])
+                n["tests"] += 1
+                n["errors"] += 1
+        if path == "harness":
+            for i, msg in enumerate(s.fatal):
+                case = ET.SubElement(suite, "testcase", classname="harness", name=f"setup-{i + 1}", time="0.000")
+                ET.SubElement(case, "error", type="harness-error", message=_clean(msg, 1000)).text = _clean(msg)
+                n["tests"] += 1
+                n["errors"] += 1
+        suite.set("tests", str(n["tests"]))
+        suite.set("failures", str(n["failures"]))
+        suite.set("errors", str(n["errors"]))
+        suite.set("skipped", str(n["skipped"]))
+        suite.set("time", _t(n["time"]))
+        suite.set("hostname", hostname)
+        if s.meta.get("started_at"):
+            suite.set("timestamp", s.meta["started_at"])
+        for k in ("tests", "failures", "errors", "time"):
+            tot[k] += n[k]
+    root.set("tests", str(tot["tests"]))
+    root.set("failures", str(tot["failures"]))
+    root.set("errors", str(tot["errors"]))
+    root.set("time", _t(tot["time"]))
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def write_junit(path: str, s: RunSummary) -> None:
+    junit_tree(s).write(path, encoding="UTF-8", xml_declaration=True)
+
+
+# -- report.md ----------------------------------------------------------------
+def _rate(passed: int, total: int) -> str:
+    return f"{passed}/{total} ({100 * passed // total}%)" if total else "n/a"
+
+
+def _md(text: str) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def report_md(s: RunSummary) -> str:
+    out = ["# stdio Bus conformance report", ""]
+    m = s.meta
+    out += [f"- daemon: `{m.get('daemon')}`", f"- profile: `{m.get('profile')}`",
+            f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses)",
+            f"- seed: {m.get('seed')}, started {m.get('started_at')}, {m.get('duration', 0):.1f} s",
+            f"- result: **{summary_line(s.counts)}** (exit {s.verdict.exit_code}"
+            + (": " + "; ".join(s.verdict.reasons) if s.verdict.reasons else "") + ")", ""]
+    if s.fatal or s.collection_errors:
+        out += ["## Harness errors", ""]
+        out += [f"- {_md(e)}" for e in s.fatal]
+        out += [f"- `{e['where']}`: {_md(e['message'].splitlines()[0] if e['message'] else '')}"
+                for e in s.collection_errors]
+        out.append("")
+    b = s.baseline
+    if b.get("stale") or b.get("new_failures"):
+        out += ["## Baseline", ""]
+        out += [f"- stale: `{e['test']}` ({e['why']})" for e in b.get("stale", [])]
+        out += [f"- new failure: `{t}`" for t in b.get("new_failures", [])]
+        out.append("")
+    bad = [r for r in s.results.values() if r.outcome in ("fail", "warn", "harness-error")]
+    if bad:
+        out += ["## Failures", "", "| Test | Outcome | Clauses | Message | Artifacts |", "|---|---|---|---|---|"]
+        for r in bad:
+            out.append(f"| `{r.nodeid}` | {r.outcome} | {' '.join(r.clauses)} | {_md(r.message)[:300]} "
+                       f"| {r.artifact_dir or ''} |")
+        out.append("")
+    cov = s.coverage
+    if cov is None:
+        out += ["## Coverage", "", "not available (no inventory of the suite's tests)", ""]
+        return "\n".join(out) + "\n"
+    out += ["## Coverage by section", "", "| Section | Tested | Untested | Excluded |", "|---|---|---|---|"]
+    out += [f"| {r['section']} | {r['tested']} | {r['untested']} | {r['excluded']} |" for r in cov.sections]
+    if not cov.gated:
+        out += ["", "The coverage gate was disabled (--no-coverage-gate)."]
+    elif not cov.complete:
+        out += ["", "Partial collection (explicit test files or ids): the coverage gate was not applied."]
+    elif cov.gate_failures:
+        out += ["", f"**Coverage gate failed**: {len(cov.gate_failures)} MUST clause(s) without a test:"]
+        out += [f"- {g['id']} ({g['level']}): {g['why']}" for g in cov.gate_failures]
+    out.append("")
+    by_top: dict[str, list] = {}
+    for c in cov.clauses:
+        by_top.setdefault(c.section.split(".", 1)[0], []).append(c)
+    for top, clauses in by_top.items():
+        out += [f"## Section {top}", ""]
+        for label, levels in (("MUST", ("MUST", "MUST NOT")), ("SHOULD", ("SHOULD", "SHOULD NOT"))):
+            ran = [c for c in clauses if c.level in levels and c.outcome not in
+                   ("not run", "unsupported", "skipped")]
+            ok = [c for c in ran if c.outcome in ("pass",)]
+            out.append(f"- {label} pass rate: {_rate(len(ok), len(ran))}")
+        out += ["", "| Clause | Level | Tests | Outcome |", "|---|---|---|---|"]
+        for c in clauses:
+            tests = c.status if not c.tests else f"{len(c.tests)}"
+            outcome = c.outcome if c.tests else (f"excluded: {_md(c.notes)}" if c.status == "excluded" else "untested")
+            out.append(f"| {c.id} | {c.level} | {tests} | {outcome} |")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def write_md(path: str, s: RunSummary) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(report_md(s))
+
+
+def write_all(report_dir: str, s: RunSummary) -> dict:
+    os.makedirs(report_dir, exist_ok=True)
+    paths = {name: os.path.join(report_dir, name) for name in ("results.json", "junit.xml", "report.md")}
+    write_json(paths["results.json"], s)
+    write_junit(paths["junit.xml"], s)
+    write_md(paths["report.md"], s)
+    return paths
+
+
+# -- console -------------------------------------------------------------------
+def coverage_lines(cov: Coverage | None) -> list[str]:
+    if cov is None:
+        return ["coverage: not available"]
+    lines = ["clause coverage (tested / untested / excluded):"]
+    lines += [f"  section {r['section']:<4} {r['tested']:>4} {r['untested']:>4} {r['excluded']:>4}"
+              for r in cov.sections]
+    tot = [sum(r[k] for r in cov.sections) for k in ("tested", "untested", "excluded")]
+    lines.append(f"  total        {tot[0]:>4} {tot[1]:>4} {tot[2]:>4}")
+    if not cov.gated:
+        lines.append("  coverage gate: disabled (--no-coverage-gate)")
+        lines += [f"    untested: {c.id} ({c.level})" for c in cov.clauses
+                  if c.status == "untested" and c.level in ("MUST", "MUST NOT")]
+    elif not cov.complete:
+        lines.append("  coverage gate: not applied (partial collection)")
+    elif cov.gate_failures:
+        lines.append(f"  COVERAGE GATE FAILED: {len(cov.gate_failures)} MUST clause(s) without a test:")
+        lines += [f"    {g['id']} ({g['level']}): {g['why']}" for g in cov.gate_failures]
+    else:
+        lines.append("  coverage gate: ok")
+    return lines

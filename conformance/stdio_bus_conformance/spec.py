@@ -1,0 +1,162 @@
+"""The clause registry: every requirement of SPEC.md, by ID.
+
+SPEC.md is parsed by ``clauses_check.parse_spec`` (shipped next to this
+package, in the conformance directory), which returns one dict per clause:
+``{id, level, statement, check, notes, section}``. The registry adds the
+queries the plugin needs: level of a set of IDs, section matching, coverage.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import HarnessError
+
+LEVELS = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "RETIRED")
+MANDATORY = ("MUST", "MUST NOT")
+CHECKS = ("black-box", "inspection", "worker-side", "client-side")
+# SB-<section>-<n>; letters for appendices (A, B, C), interpretations (I), extensions (X)
+ID_RE = re.compile(r"^SB-(?:[0-9]+(?:\.[0-9]+)*|[A-Z])-[1-9][0-9]*$")
+
+CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Clause:
+    id: str
+    level: str
+    statement: str
+    check: str
+    notes: str
+    section: str
+
+    @property
+    def mandatory(self) -> bool:
+        return self.level in MANDATORY
+
+    @property
+    def retired(self) -> bool:
+        return self.level == "RETIRED"
+
+    @property
+    def top_section(self) -> str:
+        return self.section.split(".", 1)[0]
+
+
+def find_spec(explicit: str | os.PathLike | None = None) -> Path:
+    """SPEC.md: the explicit path, else next to run.py (installed suite), else
+    at the top of the source tree (one level above conformance/)."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise HarnessError(f"spec file not found: {path}")
+        return path.resolve()
+    for candidate in (CONFORMANCE_DIR / "SPEC.md", CONFORMANCE_DIR.parent / "SPEC.md"):
+        if candidate.is_file():
+            return candidate
+    raise HarnessError(
+        f"SPEC.md not found next to {CONFORMANCE_DIR} or in {CONFORMANCE_DIR.parent}; "
+        "pass --spec PATH")
+
+
+def _parse_spec(path: Path) -> list[dict]:
+    try:
+        from clauses_check import parse_spec  # conformance/clauses_check.py
+    except ImportError:
+        parse_spec = _fallback_parse_spec
+    return parse_spec(str(path))
+
+
+def _fallback_parse_spec(path: str) -> list[dict]:
+    """Used only while clauses_check.py is absent: reads the clause tables
+    ``| ID | Level | Statement | Check | Notes |`` of SPEC.md."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.lstrip().startswith("|"):
+                continue
+            cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+            if len(cells) < 5 or not ID_RE.match(cells[0]):
+                continue
+            cid = cells[0]
+            middle = cid[3:].rsplit("-", 1)[0]
+            rows.append({"id": cid, "level": cells[1], "statement": cells[2],
+                         "check": cells[3], "notes": cells[4],
+                         "section": middle})
+    return rows
+
+
+class Registry:
+    """All clauses of one SPEC.md, by ID."""
+
+    def __init__(self, clauses: list[Clause], path: Path | None = None):
+        self.path = path
+        self.clauses: dict[str, Clause] = {}
+        for c in clauses:
+            if c.id in self.clauses:
+                raise HarnessError(f"{path}: clause {c.id} is defined twice")
+            self.clauses[c.id] = c
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None) -> "Registry":
+        spec = find_spec(path)
+        try:
+            raw = _parse_spec(spec)
+        except HarnessError:
+            raise
+        except Exception as exc:  # the parser's own error message is what helps
+            raise HarnessError(f"cannot parse {spec}: {exc}") from exc
+        clauses = []
+        for r in raw:
+            level = " ".join(str(r.get("level", "")).upper().split())
+            check = str(r.get("check", "")).strip().lower()
+            cid = str(r["id"]).strip()
+            section = str(r.get("section") or "").strip()
+            if not section:
+                middle = cid[3:].rsplit("-", 1)[0]
+                section = middle
+            clauses.append(Clause(cid, level, str(r.get("statement", "")).strip(), check,
+                                  str(r.get("notes", "") or "").strip(), section))
+        if not clauses:
+            raise HarnessError(f"{spec}: no clauses found")
+        return cls(clauses, spec)
+
+    def __contains__(self, cid: str) -> bool:
+        return cid in self.clauses
+
+    def __getitem__(self, cid: str) -> Clause:
+        return self.clauses[cid]
+
+    def __iter__(self):
+        return iter(self.clauses.values())
+
+    def levels(self, ids) -> list[str]:
+        return [self.clauses[i].level for i in ids if i in self.clauses]
+
+    def any_mandatory(self, ids) -> bool:
+        return any(self.clauses[i].mandatory for i in ids if i in self.clauses)
+
+    @staticmethod
+    def in_section(clause: Clause, section: str) -> bool:
+        """True when the clause is in the section or one of its subsections
+        ("6.1" matches 6.1 and 6.1.2, not 6.10)."""
+        section = section.strip().rstrip(".")
+        return clause.section == section or clause.section.startswith(section + ".")
+
+    def select(self, ids, clause_globs=(), exclude_globs=(), sections=()) -> bool:
+        """Selection rule of run.py: a test runs when it cites a clause
+        matching any --clause glob and any --section (when given), and cites no
+        clause matching an --exclude-clause glob."""
+        ids = list(ids)
+        if exclude_globs and any(fnmatch.fnmatchcase(i, g) for i in ids for g in exclude_globs):
+            return False
+        if clause_globs and not any(fnmatch.fnmatchcase(i, g) for i in ids for g in clause_globs):
+            return False
+        if sections and not any(i in self.clauses and self.in_section(self.clauses[i], s)
+                                for i in ids for s in sections):
+            return False
+        return True

@@ -1,0 +1,163 @@
+"""Framing and pass-through (spec 4.2, 4.3, 5.1.1, Appendix C): what goes in
+comes out byte for byte, malformed input closes the client that sent it and
+nothing else, and stdout carries nothing but forwarded messages."""
+
+import json
+
+import pytest
+
+from stdio_bus_conformance import field
+
+# Valid JSON that a re-serialising daemon would change: spacing, member order,
+# escapes, raw UTF-8 next to \u escapes, a number spelled with an exponent.
+ODD = (b'{ "method" :"framing/odd" ,\t"jsonrpc":"2.0", "id" : 7,'
+       b'  "params":{"s":"caf\xc3\xa9 \\u00e9 \\/ \xf0\x9f\x9a\x8c","n":1.50E+2 ,"a":[ 1,2 , {} ]}}\n')
+
+
+@pytest.mark.clause("SB-5.1.1-3", "SB-5.1.1-2", "SB-3.5-4")
+def test_client_line_reaches_worker_byte_for_byte(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    c.send(ODD)
+    c.recv_response(7)
+    rec = bus.worker_log().wait_received(b'"framing/odd"')
+    assert rec.line == ODD
+
+
+@pytest.mark.clause("SB-4.2.3-3", "SB-4.2.3-1", "SB-4.2.3-2")
+def test_worker_line_reaches_client_byte_for_byte(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    odd = '{"result" : {"x":"caf\u00e9 \\u00e9","y":[1 ,2]},"id" :8 ,  "jsonrpc":"2.0"}\n'
+    c.send_json({"jsonrpc": "2.0", "id": 8, "method": "emit", "params": {"mock": {"emit": odd}}})
+    assert c.recv_line() == odd.encode()
+    assert c.sync() == []
+
+
+@pytest.mark.clause("SB-5.1.1-3", "SB-4.2.3-3", "SB-I-26")
+def test_big_payload_passes_through_both_ways(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    blob = "".join(bus.rng.choice("abcdefghij\u00e9\u4e2d") for _ in range(200_000))
+    # the worker writes its answer in 8 pieces: the daemon must reassemble it
+    line = c.send_json({"jsonrpc": "2.0", "id": 9, "method": "big",
+                        "params": {"blob": blob, "mock": {"split": 8, "split_pause_ms": 2}}})
+    got = c.recv_line(timeout=10)
+    log = bus.worker_log()
+    assert log.wait_received(b'"method":"big"').line == line
+    out = log.wait_for(lambda r: r.kind == "out" and r.raw.startswith(b'{"jsonrpc":"2.0","id":9,'))
+    assert got == out.line
+    assert field(json.loads(got), "result", "params", "blob") == blob
+
+
+@pytest.mark.clause("SB-4.3-1")
+def test_malformed_json_closes_the_client(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    c.send(b'{"jsonrpc":"2.0","id":1,"method":"half", "params":[\n')
+    c.expect_closed()
+    assert not any(b'"half"' in line for line in bus.worker_log().received())
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-4.3-1", "SB-4.1.2-3")
+def test_malformed_json_leaves_other_clients_alone(bus):
+    bus.start(instances=1)
+    bad, good = bus.client(), bus.client()
+    assert field(good.request(session="kept"), "result", "method") == "echo"
+    bad.send(b"{not json}\n")
+    bad.expect_closed()
+    assert field(good.request(session="kept"), "sessionId") == "kept"
+    # the worker got the good client's lines and nothing of the bad one
+    assert not any(b"not json" in line for line in bus.worker_log().received())
+
+
+@pytest.mark.clause("SB-I-1", "SB-4.3-2")
+@pytest.mark.parametrize("line", [b'[{"jsonrpc":"2.0","id":1,"method":"batch"}]\n', b"42\n", b'"text"\n'],
+                         ids=["array", "number", "string"])
+def test_json_that_is_not_an_object_closes_the_client(bus, line):
+    bus.start(instances=1)
+    c = bus.client()
+    c.send(line)
+    c.expect_closed()
+    assert line not in bus.worker_log().received()
+
+
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-C-1", "SB-4.1.1-1")
+def test_stdout_carries_only_forwarded_messages(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    c.request(session="s")
+    # make the daemon log: an unroutable worker line and an unknown response id
+    c.send_json({"jsonrpc": "2.0", "id": "e1", "method": "emit", "sessionId": "s",
+                 "params": {"mock": {"emit": '{"jsonrpc":"2.0","method":"lost"}\n'}}})
+    c.send_json({"jsonrpc": "2.0", "id": "e2", "method": "x", "sessionId": "s",
+                 "params": {"mock": {"reply_id": "nobody"}}})
+    c.sync(session="s")
+    log = bus.worker_log()
+    log.wait_sent(b'"sb-sync-')  # the worker logged everything it wrote before that
+    forwarded = set(log.sent())
+    stray = [line for line in c.received if line not in forwarded]
+    assert stray == [], "stdout carried lines that no worker wrote"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-C-1")
+def test_socket_mode_writes_nothing_to_stdout(bus):
+    d = bus.start(instances=1)
+    c = bus.client()
+    c.request(session="s")
+    c.send(b"{broken\n")
+    c.expect_closed()
+    d.signal(15)
+    d.wait_exit()
+    assert d.stdout_bytes() == b""
+
+
+@pytest.mark.clause("SB-4.2.2-1", "SB-4.3-3", "SB-I-24")
+def test_no_json_rpc_validation(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    lines = [b'{"id":1,"method":"no/jsonrpc/member"}\n',
+             b'{"jsonrpc":"1.0","id":2,"method":"old/version"}\n',
+             b'{"jsonrpc":"2.0","id":3,"method":"extra","extra":{"x":[1]},"x-y":true}\n',
+             b'{"jsonrpc":"2.0","id":4,"method":"no/such/method/anywhere"}\n']
+    for i, line in enumerate(lines, 1):
+        c.send(line)
+        assert field(c.recv_response(i), "id") == i
+    methodless = b'{"jsonrpc":"2.0","id":5,"params":{"p":1}}\n'
+    c.send(methodless)
+    c.send(b'{"method":"bare/notification"}\n')
+    c.sync()  # one worker: it has read everything sent before
+    assert bus.worker_log().received()[-3:-1] == [methodless, b'{"method":"bare/notification"}\n']
+
+
+@pytest.mark.clause("SB-5.1.1-1", "SB-I-26")
+def test_worker_gets_whole_lines_however_clients_write_them(bus):
+    bus.start(instances=1)
+    a = bus.client()
+    line_a = b'{"jsonrpc":"2.0","id":"a","method":"pieces","params":{"text":"' + b"x" * 3000 + b'"}}\n'
+    a.send(line_a[:10])
+    if bus.mode != "stdio":  # another client's whole line goes through meanwhile
+        bus.client().request(params={"from": "b"})
+    for i in range(10, len(line_a), 997):
+        a.send(line_a[i:i + 997])
+    a.recv_response("a")
+    got = bus.worker_log().received()
+    assert got[-1] == line_a and all(line.count(b"\n") == 1 and line.startswith(b"{") for line in got)
+
+
+@pytest.mark.clause("SB-5.1.3-2")
+def test_worker_stderr_never_reaches_a_client(bus):
+    log = bus.workdir / "p.log"
+    # the worker copies every line it reads to its stderr: a request line with
+    # an id, a method and a sessionId, which would reach the client if parsed
+    script = f'printf "\\377 not json {{\\n" >&2; tee /dev/stderr | exec "$0" --log "{log}"'
+    bus.start(pools=[{"id": "p", "command": "/bin/sh", "args": ["-c", script, bus.ctx.mock_worker],
+                      "instances": 1}])
+    bus.worker_log().wait_for(lambda r: r.kind == "start")
+    c = bus.client()
+    c.request(session="s")
+    assert c.sync(session="s") == []
+    assert all(b"sb-sync" in line or b'"result"' in line for line in c.received)

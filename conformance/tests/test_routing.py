@@ -1,0 +1,246 @@
+"""Routing (spec 6): responses go back to the client that asked, sessions
+stick to their worker, messages without a session go round-robin, worker
+messages nobody is waiting for are dropped."""
+
+import json
+
+import pytest
+
+from stdio_bus_conformance import field
+
+
+def pid_of(response):
+    """The worker that answered: the mock puts its pid in every answer."""
+    return field(response, "result", "pid")
+
+
+@pytest.mark.clause("SB-6.2-1", "SB-6.2-2", "SB-6.3.1-1", "SB-6.3.1-2", "SB-4.1.2-2")
+def test_each_response_goes_to_the_client_that_asked(bus):
+    bus.start(instances=2)
+    clients = [bus.client()] if bus.mode == "stdio" else [bus.client() for _ in range(3)]
+    for round_ in range(4):  # interleave the clients' requests
+        for i, c in enumerate(clients):
+            c.send_json({"jsonrpc": "2.0", "id": f"c{i}-r{round_}", "method": "echo",
+                         "params": {"mock": {"delay_ms": (3 - i) * 3}}})
+    for i, c in enumerate(clients):
+        for round_ in range(4):
+            assert field(c.recv_response(f"c{i}-r{round_}"), "result", "method") == "echo"
+    for c in clients:
+        assert c.sync() == [], f"{c.name} received responses meant for another client"
+
+
+@pytest.mark.clause("SB-6.3.1-4")
+def test_response_with_unknown_id_is_discarded(bus):
+    bus.start(instances=2)
+    c = bus.client()
+    c.send_json({"jsonrpc": "2.0", "id": 1, "method": "x", "sessionId": "s",
+                 "params": {"mock": {"reply_id": "nobody-asked"}}})
+    # the sentinel goes to the same worker, after the stray response
+    assert c.sync(session="s") == []
+
+
+@pytest.mark.clause("SB-6.3.1-3", "SB-6.3.1-4")
+def test_second_response_with_the_same_id_is_discarded(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    reply = '{"jsonrpc":"2.0","id":"twice","result":"%s","sessionId":"s"}\n'
+    c.send_json({"jsonrpc": "2.0", "id": "twice", "method": "x", "sessionId": "s",
+                 "params": {"mock": {"emit": reply % "first" + reply % "second"}}})
+    assert field(c.recv_response("twice"), "result") == "first"
+    assert c.sync(session="s") == []
+
+
+@pytest.mark.clause("SB-6.1.2-1", "SB-6.1.2-2", "SB-6.1.1-2", "SB-3.4-2")
+def test_session_sticks_to_its_worker(bus):
+    bus.start(instances=3)
+    c = bus.client()
+    seen = {"s1": set(), "s2": set()}
+    for i in range(12):
+        for sid in seen:
+            seen[sid].add(pid_of(c.request(session=sid)))
+        if i % 2:  # sessionless traffic moves the round-robin cursor, not the sessions
+            c.request()
+    assert all(len(pids) == 1 for pids in seen.values()), seen
+    # the worker log agrees: every line of a session went to one pid
+    for sid in seen:
+        needle = f'"sessionId":"{sid}"'.encode()
+        assert {r.pid for r in bus.worker_log().select("in") if needle in r.raw} == seen[sid]
+
+
+@pytest.mark.clause("SB-6.1.3-1", "SB-B-2")
+def test_requests_without_session_go_round_robin(bus):
+    bus.start(instances=3)
+    c = bus.client()
+    pids = [pid_of(c.request()) for _ in range(9)]
+    assert len(set(pids[:3])) == 3, f"the first three requests did not reach three workers: {pids}"
+    assert pids == pids[:3] * 3, f"not a round-robin cycle: {pids}"
+    assert set(pids) == set(bus.worker_pids())
+
+
+@pytest.mark.clause("SB-6.1.1-1", "SB-6.1.1-2")
+def test_new_sessions_are_spread_round_robin(bus):
+    bus.start(instances=3)
+    c = bus.client()
+    pids = [pid_of(c.request(session=f"new-{i}")) for i in range(6)]
+    assert len(set(pids[:3])) == 3 and pids[3:] == pids[:3], pids
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-6.3.2-1", "SB-6.3.2-2", "SB-6.1.1-3", "SB-3.4-3")
+def test_notifications_go_to_the_session_owner_only(bus):
+    bus.start(instances=2)
+    owner, other = bus.client(), bus.client()
+    other.request(session="others")
+    owner.send_json({"jsonrpc": "2.0", "id": "n", "method": "work", "sessionId": "mine",
+                     "params": {"mock": {"notify": 3}}})
+    owner.recv_response("n")
+    owner.sync(session="mine")  # everything that worker wrote before has been routed
+    notes = [json.loads(line) for line in owner.received if b"notifications/progress" in line]
+    assert len(notes) == 3 and all(n.get("sessionId") == "mine" for n in notes), notes
+    assert other.sync(session="others") == [], "a notification reached a client that does not own the session"
+
+
+def emit(c, text, session="s", id="emitter"):
+    """Has the worker of `session` write `text` (raw) instead of an answer."""
+    c.send_json({"jsonrpc": "2.0", "id": id, "method": "emit", "sessionId": session,
+                 "params": {"mock": {"emit": text}}})
+
+
+@pytest.mark.clause("SB-6.3.2-3")
+def test_notification_for_unknown_session_is_discarded(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    emit(c, '{"jsonrpc":"2.0","method":"notifications/message","sessionId":"ghost"}\n')
+    assert c.sync(session="s") == []
+
+
+@pytest.mark.clause("SB-6.3.3-1", "SB-6.3.3-2", "SB-I-15")
+def test_unroutable_worker_messages_are_discarded(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    emit(c, '{"jsonrpc":"2.0","method":"notifications/message","params":{"sessionId":"s"}}\n'
+            '{"jsonrpc":"2.0","id":"srv-x","method":"ask/without/session"}\n')
+    assert c.sync(session="s") == [], "a message with neither a response id nor a sessionId reached a client"
+    assert bus.daemon.running
+
+
+@pytest.mark.clause("SB-I-32", "SB-6.3.1-4")
+def test_response_without_id_is_discarded_not_routed_by_session(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    emit(c, '{"jsonrpc":"2.0","result":{"orphan":true},"sessionId":"s"}\n'
+            '{"jsonrpc":"2.0","error":{"code":1,"message":"orphan"},"sessionId":"s"}\n')
+    assert c.sync(session="s") == []
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-32", "SB-6.3.1-2")
+def test_response_is_routed_by_id_even_when_it_names_another_session(bus):
+    bus.start(instances=1)
+    asker, owner = bus.client(), bus.client()
+    owner.request(session="owned-by-other")
+    asker.send_json({"jsonrpc": "2.0", "id": "q", "method": "x", "sessionId": "mine",
+                     "params": {"mock": {"reply_session": "owned-by-other"}}})
+    assert field(asker.recv_response("q"), "sessionId") == "owned-by-other"
+    assert owner.sync(session="owned-by-other") == []
+
+
+@pytest.mark.clause("SB-6.2-3", "SB-I-3")
+def test_response_from_another_worker_does_not_match(bus):
+    bus.start(instances=2)
+    c = bus.client()
+    pa, pb = pid_of(c.request(session="a")), pid_of(c.request(session="b"))
+    assert pa != pb, "two new sessions should start on two workers"
+    c.send_json({"jsonrpc": "2.0", "id": "x", "method": "slow", "sessionId": "a",
+                 "params": {"mock": {"delay_ms": 300}}})
+    # worker b answers its own request with id "x", pending on worker a only
+    c.send_json({"jsonrpc": "2.0", "id": "y", "method": "fake", "sessionId": "b",
+                 "params": {"mock": {"reply_id": "x"}}})
+    assert c.sync(session="b") == [], "worker b's response matched a request pending on worker a"
+    assert pid_of(c.recv_response("x")) == pa
+
+
+@pytest.mark.clause("SB-I-3", "SB-6.3.1-1")
+def test_ids_match_as_exact_tokens(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    tokens = [b"1", b'"1"', b"1.0", b"1e0", b'"\\u0031"']
+    for n, tok in enumerate(tokens):  # all pending at once on the one worker
+        c.send(b'{"jsonrpc":"2.0","id":' + tok + b',"method":"m","params":{"mock":{"delay_ms":%d}}}\n'
+               % (200 - 40 * n))
+    got = sorted(c.recv_line() for _ in tokens)
+    assert sorted(line.split(b',"result"')[0] for line in got) == \
+        sorted(b'{"jsonrpc":"2.0","id":' + tok for tok in tokens)
+    assert c.sync() == []
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-3", "SB-6.3.1-2")
+def test_clients_reusing_the_same_id_each_get_their_own_response(bus):
+    bus.start(instances=2)
+    a, b = bus.client(), bus.client()
+    a.send_json({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"who": "a", "mock": {"delay_ms": 150}}})
+    b.send_json({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"who": "b", "mock": {"delay_ms": 50}}})
+    assert field(b.recv_response(1), "result", "params", "who") == "b"
+    assert field(a.recv_response(1), "result", "params", "who") == "a"
+    assert a.sync() == [] and b.sync() == []
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-15", "SB-6.3.2-2")
+def test_worker_request_goes_to_the_session_owner(bus):
+    bus.start(instances=1)
+    owner, other = bus.client(), bus.client()
+    other.request(session="others")
+    owner.send_json({"jsonrpc": "2.0", "id": "ask", "method": "m", "sessionId": "mine",
+                     "params": {"mock": {"request": {"method": "sampling/createMessage"}}}})
+    req = owner.recv_json()
+    assert req.get("method") == "sampling/createMessage" and req.get("sessionId") == "mine" and "id" in req
+    assert other.sync(session="others") == []
+
+
+@pytest.mark.clause("SB-I-14")
+def test_client_response_to_a_worker_request_reaches_that_worker(bus):
+    bus.start(instances=2)
+    c = bus.client()
+    c.send_json({"jsonrpc": "2.0", "id": "ask", "method": "m", "sessionId": "s",
+                 "params": {"mock": {"request": {"method": "roots/list"}}}})
+    req = c.recv_json()
+    c.send_json({"jsonrpc": "2.0", "id": field(req, "id"), "result": {"roots": []}, "sessionId": "s"})
+    assert field(c.recv_response("ask"), "result", "client_reply", "result") == {"roots": []}
+
+
+@pytest.mark.clause("SB-I-28")
+def test_routing_fields_are_read_at_top_level_after_unescaping(bus):
+    bus.start(instances=2)
+    c = bus.client()
+    # a sessionId inside params is not the message's: these go round-robin
+    nested = [pid_of(c.request(params={"sessionId": "nested"})) for _ in range(4)]
+    assert nested[0] != nested[1] and nested[:2] == nested[2:], nested
+    # an escaped member name is the routing field itself
+    pids = set()
+    for i in range(4):
+        c.send(b'{"jsonrpc":"2.0","id":"e%d","method":"m","sessi\\u006fnId":"esc"}\n' % i)
+        pids.add(pid_of(c.recv_response(f"e{i}")))
+        pids.add(pid_of(c.request(session="esc")))
+    assert len(pids) == 1, pids
+
+
+@pytest.mark.clause("SB-I-24", "SB-6.2-1")
+def test_client_message_with_id_but_no_method_is_tracked(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    c.send(b'{"jsonrpc":"2.0","id":"m1","sessionId":"s","params":{}}\n')
+    emit(c, '{"jsonrpc":"2.0","id":"m1","result":"for the methodless request"}\n')
+    assert field(c.recv_response("m1"), "result") == "for the methodless request"
+
+
+@pytest.mark.clause("SB-I-24", "SB-6.1.1-2")
+def test_notification_with_new_session_creates_the_session(bus):
+    bus.start(instances=3)
+    c = bus.client()
+    c.notify("hello", session="by-notification")
+    rec = bus.worker_log().wait_received(b'"by-notification"')
+    for _ in range(4):
+        c.request()  # move the round-robin cursor
+    assert pid_of(c.request(session="by-notification")) == rec.pid
