@@ -113,7 +113,7 @@ static int parse_pool(parse_ctx *pc, const cJSON *item, int index, sb_pool_confi
     const cJSON *instances = cJSON_GetObjectItemCaseSensitive(item, "instances");
     if (!instances)
         return fail(pc, "pools[%d].instances: required", index);
-    long count;
+    long count = 0;
     snprintf(path, sizeof path, "pools[%d].instances", index);
     if (get_int(pc, instances, path, 1, SB_MAX_TOTAL_INSTANCES, &count) < 0)
         return fail(pc, "%s: must be an integer >= 1 (at most %d)", path, SB_MAX_TOTAL_INSTANCES);
@@ -192,7 +192,7 @@ static int parse_limits(parse_ctx *pc, const cJSON *limits, sb_limits *out) {
             warn_unknown(pc, path);
             continue;
         }
-        long value;
+        long value = 0;
         if (get_int(pc, field, path, lf->min, lf->max, &value) < 0)
             return fail(pc, "%s: must be an integer >= %ld (at most %ld)", path, lf->min, lf->max);
         char *slot = (char *)out + lf->offset;

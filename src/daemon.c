@@ -60,6 +60,7 @@ typedef struct {
     sb_phase phase;
     int64_t linger_deadline_ms;
     int64_t drain_deadline_ms;
+    int64_t next_sweep_ms; /* 0 = no idle sweep scheduled */
 } sb_daemon;
 
 /* One daemon per process: handlers registered per peer reach it here
@@ -179,10 +180,11 @@ typedef enum {
 static void worker_fail(sb_daemon *d, sb_worker *w, sb_fail_output output, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+static void worker_stdin_lost(sb_daemon *d, sb_worker *w);
+
 static void output_failed(sb_daemon *d, sb_peer *p, int rc) {
     if (p->kind == SB_PEER_WORKER) {
-        worker_fail(d, (sb_worker *)p, SB_KEEP_OUTPUT, "cannot write to its stdin: %s",
-                    rc == STDIO_BUS_EOF ? "pipe closed" : strerror(errno));
+        worker_stdin_lost(d, (sb_worker *)p);
     } else {
         sb_info(p->name, "client went away (%s)",
                 rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
@@ -194,6 +196,8 @@ static void output_failed(sb_daemon *d, sb_peer *p, int rc) {
  * buffer; shorter ones are queued and written together at the end of the
  * round, one write(2) per destination instead of one per message. */
 #define SB_DIRECT_WRITE_MIN 16384
+
+#define SB_IDLE_SWEEP_MS 1000
 
 /* Queues one line for p. `from` is the input it came from, paused when p's
  * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
@@ -414,6 +418,11 @@ static int read_input(sb_daemon *d, sb_peer *p) {
         return STDIO_BUS_EOF;
     }
     sb_frame_commit(&p->in, (size_t)got);
+    if (p->kind == SB_PEER_CLIENT) {
+        p->active = true;
+        if (!d->next_sweep_ms)
+            d->next_sweep_ms = now_ms() + SB_IDLE_SWEEP_MS;
+    }
     if (process_lines(d, p) == STDIO_BUS_EFULL) {
         input_overflow(d, p);
         return STDIO_BUS_EOF;
@@ -681,6 +690,31 @@ static void worker_fail(sb_daemon *d, sb_worker *w, sb_fail_output output, const
     update_interest(d, &w->peer);
 }
 
+/* The worker's stdin broke (EPIPE, or POLLHUP/POLLERR on the pipe). Almost
+ * always the worker is exiting and SIGCHLD is on its way: stop sending to
+ * it, keep routing what it wrote, and only if it is still alive a moment
+ * later treat it as a worker that closed its stdin (SB-I-39). */
+#define SB_STDIN_LOST_GRACE_MS 1000
+
+static void worker_stdin_lost(sb_daemon *d, sb_worker *w) {
+    sb_peer *p = &w->peer;
+    if (p->out_fd < 0)
+        return;
+    sb_loop_del(&d->loop, p->out_fd);
+    close(p->out_fd);
+    p->out_fd = -1;
+    sb_outq_clear(&p->out);
+    if (p->full_since_ms) {
+        p->full_since_ms = 0;
+        d->full_outputs--;
+    }
+    release_waiters(d, p);
+    sb_router_set_running(&d->router, w->id, false);
+    if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING)
+        w->stdin_lost_ms = now_ms() + SB_STDIN_LOST_GRACE_MS;
+    sb_debug(p->name, "its stdin pipe closed");
+}
+
 typedef struct {
     sb_daemon *d;
     sb_worker *w;
@@ -727,6 +761,7 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
         sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
     w->pid = -1;
     w->kill_at_ms = 0;
+    w->stdin_lost_ms = 0;
 
     if (d->phase >= SB_PHASE_DRAINING)
         return;
@@ -750,17 +785,13 @@ static void on_worker_event(void *data, int fd, short revents) {
     sb_peer *p = &w->peer;
     if (fd == p->out_fd) {
         if (revents & (POLLERR | POLLHUP)) {
-            /* Usually the worker just exited: reap it first, so a normal
-             * exit is not reported as a failure (SB-I-39 otherwise). */
-            reap_children(d);
-            if (w->pid > 0 && p->out_fd == fd)
-                worker_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
+            worker_stdin_lost(d, w);
             return;
         }
         if (revents & POLLOUT) {
             int rc = sb_outq_flush(&p->out, p->out_fd);
             if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-                worker_fail(d, w, SB_KEEP_OUTPUT, "cannot write to its stdin");
+                worker_stdin_lost(d, w);
                 return;
             }
             if (!sb_outq_over(&p->out))
@@ -900,7 +931,31 @@ static void finish_round(sb_daemon *d) {
     d->doomed_count = 0;
 }
 
+/* Buffers of a client that has not sent anything for a sweep period go
+ * back to the allocator, so an idle connection costs a few hundred bytes
+ * (issue 7) while a busy one allocates nothing per message. The sweep
+ * timer runs only while some client still holds buffers. */
+static void sweep_idle(sb_daemon *d, int64_t now) {
+    if (!d->next_sweep_ms || now < d->next_sweep_ms)
+        return;
+    bool again = false;
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        sb_peer *c = &d->clients[i];
+        if (c->kind != SB_PEER_CLIENT)
+            continue;
+        if (!c->active && sb_frame_pending(&c->in) == 0)
+            sb_frame_shrink(&c->in);
+        if (!c->active && sb_outq_len(&c->out) == 0)
+            sb_outq_clear(&c->out);
+        if (c->active || c->in.data || c->out.data)
+            again = true;
+        c->active = false;
+    }
+    d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
+}
+
 static void check_timers(sb_daemon *d, int64_t now) {
+    sweep_idle(d, now);
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
         if (w->restart_at_ms && now >= w->restart_at_ms && d->phase < SB_PHASE_DRAINING) {
@@ -915,6 +970,11 @@ static void check_timers(sb_daemon *d, int64_t now) {
                     w->restart_at_ms = now + delay;
                 }
             }
+        }
+        if (w->stdin_lost_ms && now >= w->stdin_lost_ms) {
+            w->stdin_lost_ms = 0;
+            if (w->pid > 0 && w->state == SB_WORKER_RUNNING)
+                worker_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
         }
         if (w->kill_at_ms && now >= w->kill_at_ms && w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
             sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
@@ -950,6 +1010,8 @@ static int64_t next_deadline(const sb_daemon *d) {
             next = w->restart_at_ms;
         if (w->kill_at_ms && w->kill_at_ms < next)
             next = w->kill_at_ms;
+        if (w->stdin_lost_ms && w->stdin_lost_ms < next)
+            next = w->stdin_lost_ms;
     }
     if (d->full_outputs > 0) {
         int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
@@ -965,6 +1027,8 @@ static int64_t next_deadline(const sb_daemon *d) {
         next = d->linger_deadline_ms;
     if (d->phase == SB_PHASE_DRAINING && d->drain_deadline_ms < next)
         next = d->drain_deadline_ms;
+    if (d->next_sweep_ms && d->next_sweep_ms < next)
+        next = d->next_sweep_ms;
     return next;
 }
 

@@ -25,6 +25,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "status.h"
 
@@ -118,16 +121,37 @@ static inline const unsigned char *scan_string(const unsigned char *p,
     for (;;) {
         /* Most bytes of a message are string bodies: skip 8 ordinary bytes
          * at a time, then find the stop byte one by one. */
+#ifdef __SSE2__
+        {
+            const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+            const __m128i ctl = _mm_set1_epi8(0x1f);
+            while (end - p >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+                __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
+                                                         _mm_cmpeq_epi8(v, bslash)),
+                                            _mm_cmpeq_epi8(_mm_min_epu8(v, ctl), v));
+                unsigned m = (unsigned)_mm_movemask_epi8(stop);
+                if (m) {
+                    p += __builtin_ctz(m);
+                    goto stop_byte;
+                }
+                p += 16;
+            }
+        }
+#endif
         while (end - p >= 8) {
-            uint64_t v;
+            uint64_t v, m;
             memcpy(&v, p, sizeof v);
-            if (HAS_ZERO(v ^ (ONES * '"')) | HAS_ZERO(v ^ (ONES * '\\')) |
-                HAS_LESS(v, 0x20))
-                break;
+            m = HAS_ZERO(v ^ (ONES * '"')) | HAS_ZERO(v ^ (ONES * '\\')) | HAS_LESS(v, 0x20);
+            if (m) { /* the lowest flagged byte is exact (borrows only go up) */
+                p += __builtin_ctzll(m) >> 3;
+                goto stop_byte;
+            }
             p += 8;
         }
         while (p < end && *p >= 0x20 && *p != '"' && *p != '\\')
             p++;
+    stop_byte:
         if (p == end)
             return NULL;
         if (*p == '"')

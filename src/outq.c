@@ -24,13 +24,17 @@ void sb_outq_clear(sb_outq *q) {
 
 int sb_outq_push(sb_outq *q, const char *bytes, size_t n) {
     if (q->head + q->len + n > q->cap) {
-        if (q->head) { /* reclaim the written prefix before growing */
+        /* Reclaim the written prefix only when it is at least as large as
+         * what must move: each byte then moves O(1) times (no quadratic
+         * shuffling of a deep queue). */
+        if (q->head && q->head >= q->len) {
             memmove(q->data, q->data + q->head, q->len);
             q->head = 0;
         }
-        if (q->len + n > q->cap) {
+        size_t need = q->head + q->len + n;
+        if (need > q->cap) {
             size_t cap = q->cap ? q->cap : 4096;
-            while (cap < q->len + n)
+            while (cap < need)
                 cap *= 2;
             char *grown = realloc(q->data, cap);
             if (!grown)
@@ -71,9 +75,9 @@ int sb_outq_flush(sb_outq *q, int fd) {
     q->head += written;
     q->len -= written;
     if (q->len == 0) {
-        /* Release the storage: idle connections should cost nothing, and a
-         * burst should not pin its peak forever. */
-        sb_outq_clear(q);
+        /* Keep the storage for the next message (no allocation per
+         * message); the owner releases it when the connection goes idle. */
+        q->head = 0;
         return rc == STDIO_BUS_EAGAIN ? STDIO_BUS_OK : rc;
     }
     return rc == STDIO_BUS_OK ? STDIO_BUS_EAGAIN : rc;

@@ -1,7 +1,8 @@
 /* An output queue (spec 7.3.1): bytes waiting to be written to one fd.
  *
- * Owns its storage; grows geometrically and is released when it empties, so
- * an idle connection holds no buffer. Messages are always queued whole; the
+ * Owns its storage; grows geometrically and keeps it while the connection
+ * is busy (no allocation per message); sb_outq_clear releases it, which the
+ * daemon does for connections that went idle. Messages are always queued whole; the
  * cap (max_output_queue) is a threshold for backpressure, not a hard stop,
  * which is what lets a paused input finish the line it already read. */
 #ifndef SB_OUTQ_H

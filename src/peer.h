@@ -25,6 +25,7 @@ typedef struct sb_peer {
     bool in_eof;
     bool doomed;                /* close after the current dispatch */
     bool queued;                /* on the ready list: has buffered lines to process */
+    bool active;                /* read since the last idle sweep */
     bool dirty;                 /* on the flush list: out has bytes not yet tried */
     bool in_parked;             /* in_fd taken off the loop: hung up while paused */
     char name[64];              /* log context */

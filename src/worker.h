@@ -31,6 +31,7 @@ typedef struct {
     sb_restart_history restarts;
     int64_t restart_at_ms; /* 0 = no restart scheduled */
     int64_t kill_at_ms;    /* STOPPING: SIGKILL deadline; 0 = none */
+    int64_t stdin_lost_ms; /* its stdin broke: fail it if still alive then */
     bool given_up;         /* max_restarts reached (SB-7.1.3-3) */
     bool muted;            /* failed (5.3): its output is no longer routed */
     char env_id[48];

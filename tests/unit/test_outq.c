@@ -134,7 +134,7 @@ Test(outq, flush_to_a_full_pipe_is_eagain_and_keeps_everything) {
     cr_assert_eq(sb_outq_len(&q), queued);
 }
 
-Test(outq, storage_is_released_when_the_queue_empties) {
+Test(outq, storage_is_kept_when_the_queue_empties_and_released_by_clear) {
     static char msg[9000], buf[16384];
     fill_pattern(msg, sizeof msg, 3);
     sb_outq_init(&q, 777);
@@ -145,9 +145,15 @@ Test(outq, storage_is_released_when_the_queue_empties) {
         drain(buf, sizeof buf);
         sb_outq_flush(&q, wr);
     }
-    cr_assert_null(q.data, "an empty queue still holds its buffer");
-    cr_assert_eq(q.cap, 0);
+    /* a busy connection reuses its buffer: no allocation per message */
+    cr_assert_not_null(q.data, "an emptied queue dropped its buffer");
     cr_assert_eq(q.head, 0);
+    char *kept = q.data;
+    cr_assert_eq(sb_outq_push(&q, "x\n", 2), STDIO_BUS_OK);
+    cr_assert_eq(q.data, kept);
+    sb_outq_clear(&q);
+    cr_assert_null(q.data, "clear must release the storage");
+    cr_assert_eq(q.cap, 0);
     cr_assert_eq(q.max, 777, "the cap must survive the release");
 }
 
