@@ -1,0 +1,462 @@
+"""The entity model (spec 3): the daemon, its workers and their processes,
+sessions and their owners, requests; worker states (Appendix B) and where
+logs go (Appendix C); the worker environment and log format of our daemon
+(SB-X-4, SB-X-5, SB-X-9)."""
+
+import dataclasses
+import datetime
+import json
+import os
+import re
+import signal
+import socket
+import time
+
+import pytest
+
+from stdio_bus_conformance import DaemonTimeout, procinfo
+from stdio_bus_conformance import field
+
+
+# -- local helpers ------------------------------------------------------------------
+def pid_of(response):
+    """The worker that answered: the mock puts its pid in every answer."""
+    return field(response, "result", "pid")
+
+
+def wait_until(pred, timeout=5.0, what="a condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise DaemonTimeout(f"{what}: not reached within {timeout:g} s")
+        time.sleep(0.005)  # /proc has no change notification: poll until the deadline
+
+
+def wait_reaped(pid, timeout=5.0):
+    """Waits until pid has gone from /proc entirely: exited and reaped."""
+    wait_until(lambda: procinfo.state(pid) is None, timeout,
+               f"worker {pid} exited and reaped (state now {procinfo.state(pid)!r})")
+
+
+def pipe_inode(target):
+    m = re.fullmatch(r"pipe:\[(\d+)\]", target)
+    return int(m.group(1)) if m else None
+
+
+def exit_worker(c, session):
+    """Asks the worker of `session` to exit with status 0 (a notification)."""
+    c.notify("mock/exit", params={"mock": {"exit": 0}}, session=session)
+
+
+# -- 3.1 the daemon, 3.3 workers ---------------------------------------------------------
+@pytest.mark.clause("SB-3.1-1", "SB-3.1-2", "SB-3.3-1")
+def test_workers_are_child_processes_on_pipes(bus):
+    pools = [bus.pool("a", 2), bus.pool("b", 1)]
+    d = bus.start(pools=pools)
+    started = {pid: p for p in pools for pid in bus.worker_pids(p["id"])}
+    assert len(started) == 3
+    daemon_pipes = {pipe_inode(t) for t in procinfo.fds(d.pid).values()} - {None}
+    seen = set()
+    for pid, p in started.items():
+        assert procinfo.ppid(pid) == d.pid, f"worker {pid} is not a child of the daemon"
+        assert procinfo.cmdline(pid)[1:] == p["args"]
+        fds = procinfo.fds(pid)
+        ins, outs = pipe_inode(fds.get(0, "")), pipe_inode(fds.get(1, ""))
+        assert ins and outs and ins != outs, f"worker {pid}: stdin {fds.get(0)}, stdout {fds.get(1)}"
+        assert {ins, outs} <= daemon_pipes, f"worker {pid}'s stdin/stdout pipes do not lead to the daemon"
+        assert not {ins, outs} & seen, f"worker {pid} shares a pipe with another worker"
+        seen |= {ins, outs}
+    assert sorted(procinfo.live_children(d.pid)) == sorted(started)
+
+
+@pytest.mark.clause("SB-3.1-2", "SB-B-2", "SB-B-4", "SB-7.1.1-2")
+def test_exited_worker_is_reaped_and_routed_around(bus):
+    d = bus.start({"limits": {"max_restarts": 0}}, instances=3)
+    c = bus.client()
+    victim = bus.worker_pids()[1]
+    os.kill(victim, signal.SIGKILL)
+    wait_reaped(victim)  # the daemon watched for the exit and reaped it
+    answered = [pid_of(c.request()) for _ in range(6)]
+    answered += [pid_of(c.request(session=f"new-{i}")) for i in range(3)]
+    assert victim not in answered
+    assert set(answered) == set(bus.worker_pids()) - {victim}
+    assert len(procinfo.live_children(d.pid)) == 2, "with max_restarts 0 the worker stays STOPPED"
+
+
+@pytest.mark.clause("SB-3.1-5")
+def test_one_thread_while_busy(bus):
+    d = bus.start(instances=2)
+    clients = [bus.client()] if bus.mode == "stdio" else [bus.client() for _ in range(4)]
+    for n, c in enumerate(clients):
+        for i in range(40):
+            c.send_json({"jsonrpc": "2.0", "id": f"c{n}-{i}", "method": "echo",
+                         "sessionId": f"s{n}-{i % 3}", "params": {"pad": "x" * 2000}})
+    counts = []
+    for n, c in enumerate(clients):
+        for i in range(40):
+            c.recv_response(f"c{n}-{i}")
+            if i % 8 == 0:
+                counts.append(procinfo.thread_count(d.pid))
+    assert set(counts) == {1}, f"thread counts while busy: {counts}"
+
+
+@pytest.mark.clause("SB-3.1-5")
+def test_stalled_worker_does_not_delay_other_traffic(bus):
+    bus.start(instances=2)
+    c = bus.client()
+    other = c if bus.mode == "stdio" else bus.client()
+    # the worker of "stuck" stops reading its stdin after answering this
+    stuck = pid_of(c.request(session="stuck", params={"mock": {"stall": "read"}}))
+    free = None
+    for i in range(4):
+        free = f"free-{i}"
+        if pid_of(other.request(session=free)) != stuck:
+            break
+    else:
+        raise AssertionError("every new session went to the stalled worker")
+    # far more than a pipe holds (64 KiB), far less than max_output_queue (4 MiB)
+    pad = "y" * 16000
+    for i in range(40):
+        c.notify("fill", params={"pad": pad, "i": i}, session="stuck")
+    t0 = time.monotonic()
+    for i in range(5):
+        assert other.request(session=free, timeout=2)["sessionId"] == free
+    assert time.monotonic() - t0 < 2
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-3.1-5")
+def test_client_that_stops_reading_does_not_delay_others(bus):
+    d = bus.start({"limits": {"max_input_buffer": 8 << 20}}, instances=2)
+    family = socket.AF_UNIX if bus.mode == "unix" else socket.AF_INET
+    slow = socket.socket(family, socket.SOCK_STREAM)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.settimeout(5)
+    slow.connect(d.address)
+    try:
+        slow.sendall(b'{"jsonrpc":"2.0","id":"hi","method":"echo","sessionId":"slow"}\n')
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = slow.recv(65536)
+            assert chunk, "the daemon closed the slow client"
+            line += chunk
+        slow_pid = pid_of(json.loads(line))
+        fast = bus.client()
+        for i in range(4):
+            session = f"fast-{i}"
+            if pid_of(fast.request(session=session)) != slow_pid:
+                break
+        else:
+            raise AssertionError("every new session went to the slow client's worker")
+        # a 3 MB answer the slow client never reads: more than the socket buffers,
+        # less than max_output_queue
+        slow.sendall(b'{"jsonrpc":"2.0","id":"big","method":"echo","sessionId":"slow",'
+                     b'"params":{"mock":{"big":3000000}}}\n')
+        bus.worker_log().wait_sent(b'"id":"big"')
+        t0 = time.monotonic()
+        for i in range(5):
+            fast.request(session=session, timeout=2)
+        assert time.monotonic() - t0 < 2
+    finally:
+        slow.close()
+
+
+@pytest.mark.clause("SB-I-38", "SB-3.1-1")
+def test_client_may_write_as_soon_as_the_daemon_is_ready(bus):
+    bus.start(instances=2, wait_workers=False)
+    c = bus.client()
+    # the first message arrives before anyone waited for the workers
+    c.send_json({"jsonrpc": "2.0", "id": "first", "method": "echo", "sessionId": "early"})
+    c.send_json({"jsonrpc": "2.0", "id": "second", "method": "echo"})
+    assert c.recv_response("first")["sessionId"] == "early"
+    c.recv_response("second")
+
+
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.clause("SB-I-38")
+def test_worker_whose_exec_fails_counts_as_exited(bus):
+    # A script whose interpreter does not exist yet: exec fails with ENOENT
+    # (also for a daemon that uses execvp). Once the interpreter exists, the
+    # restart policy's next attempt starts it.
+    interp = bus.workdir / "interp"
+    script = bus.workdir / "late-worker"
+    script.write_text(f"#!{interp}\n")
+    script.chmod(0o755)
+    late = {"id": "q", "command": str(script), "instances": 1}
+    bus.start({"limits": {"restart_backoff_ms": 20, "restart_backoff_max_ms": 100, "max_restarts": 50}},
+              pools=[bus.pool("p", 1), late])
+    c = bus.client()
+    # the daemon started and serves with the worker that did start
+    assert pid_of(c.request(session="s")) == bus.worker_pids("p")[0]
+    interp.write_text(f"#!/bin/sh\nexec {bus.pool()['command']} --log {bus.workdir / 'q.log'}\n")
+    interp.chmod(0o755)
+    bus.worker_log("q").wait_count(lambda r: r.kind == "start", 1, what="'start' of the late worker")
+    answered = {pid_of(c.request(session=f"n{i}")) for i in range(4)}
+    assert bus.worker_pids("q")[0] in answered
+
+
+# -- 3.2 clients, 3.4 sessions, 3.5 requests ------------------------------------------------
+@pytest.mark.clause("SB-3.2-3", "SB-3.5-3", "SB-6.3.2-2")
+def test_client_may_own_several_sessions(bus):
+    bus.start(instances=3)
+    c = bus.client()
+    workers = {}
+    for s in ("s0", "s1", "s2"):
+        resp = c.request(session=s, params={"mock": {"notify": 2}})
+        workers[s] = pid_of(resp)
+    for s in workers:
+        assert pid_of(c.request(session=s)) == workers[s], f"session {s} moved"
+        c.sync(session=s)  # every notification of that worker has been routed
+    notes = [json.loads(line) for line in c.received if b"notifications/progress" in line]
+    for s in workers:
+        assert sum(n.get("sessionId") == s for n in notes) == 2, f"notifications of {s}: {notes}"
+
+
+@pytest.mark.clause("SB-3.4-1", "SB-3.4-2", "SB-3.1-4", "SB-6.1.2-1")
+def test_sessions_are_told_apart_by_their_string(bus):
+    bus.start(instances=3)
+    c = bus.client()
+    ids = ["A", "a", "A ", ""]  # case and spacing matter; "" is a sessionId too (SB-I-2)
+    first = {s: pid_of(c.request(session=s)) for s in ids}
+    assert len({first[s] for s in ids[:3]}) == 3, f"'A', 'a' and 'A ' did not make three sessions: {first}"
+    for _ in range(3):
+        c.request()  # moves the round-robin cursor
+        for s in ids:
+            assert pid_of(c.request(session=s)) == first[s], f"session {s!r} moved"
+    for s in ids:
+        needle = b'"sessionId":' + json.dumps(s).encode()
+        got = {r.pid for r in bus.worker_log().select("in") if needle + b"}" in r.raw or needle + b"," in r.raw}
+        assert got == {first[s]}, f"lines of session {s!r} reached workers {got}"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-3.4-3", "SB-6.1.1-3", "SB-I-4")
+def test_session_has_one_owner(bus):
+    bus.start(instances=2)
+    owner, intruder = bus.client(), bus.client()
+    worker = pid_of(owner.request(session="mine"))
+    intruder.send_json({"jsonrpc": "2.0", "id": "intrude", "method": "x", "sessionId": "mine",
+                        "params": {"mock": {"notify": 2}}})
+    assert intruder.sync() == [], "the intruder got an answer in a session it does not own"
+    assert pid_of(owner.request(session="mine", params={"mock": {"notify": 2}})) == worker
+    owner.sync(session="mine")
+    notes = [line for line in owner.received if b"notifications/progress" in line]
+    assert len(notes) == 2, notes
+    assert intruder.sync() == [], "the intruder received the session's notifications"
+    assert not any(b'"intrude"' in line for line in bus.worker_log().received()), \
+        "the intruder's message reached the session's worker"
+
+
+@pytest.mark.clause("SB-3.4-4", "SB-7.1.2-3", "SB-I-12")
+def test_session_ends_when_its_worker_exits(bus):
+    bus.start({"limits": {"max_restarts": 0}}, instances=2)
+    c = bus.client()
+    gone = pid_of(c.request(session="s"))
+    exit_worker(c, "s")
+    wait_reaped(gone)
+    # the surviving worker writes a notification for "s": no session, so discarded
+    stale = '{"jsonrpc":"2.0","method":"mock/stale","sessionId":"s"}\n'
+    c.send_json({"jsonrpc": "2.0", "id": "emit", "method": "x", "params": {"mock": {"emit": stale}}})
+    bus.worker_log().wait_sent(b"mock/stale")
+    assert c.sync() == [], "a notification for the dead worker's session was delivered"
+    # "s" is unknown now: it starts anew on a running worker
+    assert pid_of(c.request(session="s")) != gone
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-3.4-5", "SB-7.2-1")
+def test_session_ends_when_its_owner_disconnects(bus):
+    bus.start(instances=2)
+    a = bus.client()
+    worker = pid_of(a.request(session="s"))
+    a.close()
+    b = bus.client()
+    # Two connections are not ordered: b's claim may reach the daemon before
+    # a's close. A claim made too early is discarded (SB-I-4): claim again.
+    deadline = time.monotonic() + 3
+    k = 0
+    while True:
+        k += 1
+        b.send_json({"jsonrpc": "2.0", "id": f"claim-{k}", "method": "x", "sessionId": "s"})
+        try:
+            b.recv_response(f"claim-{k}", timeout=0.2)
+            break
+        except DaemonTimeout:
+            if time.monotonic() > deadline:
+                raise AssertionError("the session still belongs to a client that disconnected")
+    resp = b.request(session="s", params={"mock": {"notify": 1}})
+    b.sync(session="s")
+    assert any(b"notifications/progress" in line for line in b.received), \
+        "the new owner did not receive the session's notifications"
+    assert pid_of(resp) in (worker, *bus.worker_pids())
+
+
+@pytest.mark.clause("SB-3.5-4", "SB-5.1.1-3")
+def test_params_are_forwarded_untouched(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    line = (b'{"jsonrpc":"2.0","id":"p1","method":"echo","params":{"id":{"x":[1,2]},'
+            b'"sessionId":7,"result":null,"method":[],"deep":{"a":{"b":{"c":"\\u0000\\n"}}},'
+            b'"big":-1.5E+300,"s":"   "}}\n')
+    c.send(line)
+    assert c.recv_response("p1")["result"]["method"] == "echo"
+    assert bus.worker_log().wait_received(b'"id":"p1"').line == line
+
+
+@pytest.mark.clause("SB-I-35", "SB-6.1.2-2")
+def test_sessions_do_not_expire_and_no_message_ends_them(bus):
+    bus.start(instances=3)
+    c = bus.client()
+    home = pid_of(c.request(session="keep"))
+    closers = [
+        {"jsonrpc": "2.0", "method": "session/close", "sessionId": "keep"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "sessionId": "keep",
+         "params": {"requestId": 1}},
+        {"jsonrpc": "2.0", "id": "bye", "method": "shutdown", "sessionId": "keep"},
+        {"jsonrpc": "2.0", "method": "exit", "sessionId": "keep"},
+    ]
+    for msg in closers:
+        c.send_json(msg)
+        if "id" in msg:
+            c.recv_response(msg["id"])
+        c.request()  # moves the round-robin cursor: a re-created session would move
+        assert pid_of(c.request(session="keep")) == home, f"the session moved after {msg}"
+    c.expect_silence(0.5)  # idle for a while (bounded: the suite must stay fast)
+    c.request()
+    assert pid_of(c.request(session="keep")) == home
+
+
+# -- Appendix B: worker states -----------------------------------------------------------------
+@pytest.mark.clause("SB-B-3", "SB-B-2", "SB-I-29")
+def test_worker_being_terminated_gets_no_new_message(bus):
+    slow_exit = bus.pool("p", 3, args=["--term-delay-ms", "600", "--on-eof", "stay"])
+    bus.start(pools=[slow_exit])
+    c = bus.client()
+    bad = pid_of(c.request(session="bad"))
+    # malformed output: the daemon sends SIGTERM; the worker takes 600 ms to go
+    c.send_json({"jsonrpc": "2.0", "id": "boom", "method": "x", "sessionId": "bad",
+                 "params": {"mock": {"emit": "this is not json\n"}}})
+    log = bus.worker_log()
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == bad, what="SIGTERM of the failed worker")
+    answered = [pid_of(c.request()) for _ in range(6)]
+    answered += [pid_of(c.request(session=f"new-{i}")) for i in range(3)]
+    assert bad not in answered
+    assert procinfo.exists(bad), "the worker exited too early for this test to mean anything"
+    late = [r for r in log.select("in", bad) if r.t_ns > term.t_ns]
+    assert late == [], f"the STOPPING worker received {late[0].raw[:100]!r}"
+
+
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.clause("SB-B-4", "SB-B-2")
+def test_stopped_worker_gets_nothing_until_restarted(bus):
+    bus.start({"limits": {"restart_backoff_ms": 300}}, instances=2)
+    c = bus.client()
+    gone = pid_of(c.request(session="s"))
+    exit_worker(c, "s")
+    wait_reaped(gone)
+    # STOPPED, waiting for its restart: nothing is lost on it meanwhile
+    answered = [pid_of(c.request(timeout=2)) for _ in range(6)]
+    assert gone not in answered and len(set(answered)) == 1
+    log = bus.worker_log()
+    log.wait_count(lambda r: r.kind == "start", 3, what="'start' of the restarted worker")
+    reborn = log.pids()[2]
+    answered = {pid_of(c.request()) for _ in range(4)}
+    assert reborn in answered, "the restarted worker gets no traffic"
+
+
+# -- worker identity (SB-I-13, SB-X-4, SB-X-5) -----------------------------------------------------
+@pytest.mark.requires("worker_id_env")
+@pytest.mark.clause("SB-X-4", "SB-I-13")
+def test_worker_ids_are_slots_in_configuration_order(bus):
+    d = bus.start(pools=[bus.pool("a", 2), bus.pool("b", 1)])
+    ids = {pool: sorted(r.worker for r in bus.worker_log(pool).select("start")) for pool in ("a", "b")}
+    assert ids == {"a": ["0", "1"], "b": ["2"]}, f"STDIO_BUS_WORKER_ID per pool: {ids}"
+    c = bus.client()
+    for _ in range(3):
+        r = c.request()["result"]
+        pool = "a" if r["pid"] in bus.worker_pids("a") else "b"
+        assert r["worker"] in ids[pool]
+    text = d.stderr_text()
+    for pid in bus.worker_pids("a") + bus.worker_pids("b"):
+        assert str(pid) in text, f"the spawn of worker pid {pid} is not logged with its pid"
+
+
+@pytest.mark.requires("worker_id_env", "restart_backoff")
+@pytest.mark.clause("SB-X-4", "SB-I-13")
+def test_restarted_worker_keeps_its_id(bus):
+    bus.start({"limits": {"restart_backoff_ms": 10}}, instances=3)
+    c = bus.client()
+    r = c.request(session="s")["result"]
+    exit_worker(c, "s")
+    log = bus.worker_log()
+    new = log.wait_count(lambda rec: rec.kind == "start", 4, what="'start' of the restarted worker")[3]
+    assert new.pid != r["pid"] and new.worker == r["worker"], \
+        f"worker {r['worker']} came back as {new.worker}"
+
+
+@pytest.mark.requires("pool_id_env")
+@pytest.mark.clause("SB-X-5")
+def test_pool_id_is_in_the_worker_environment(bus):
+    bus.start(pools=[bus.pool("alpha", 1), bus.pool("beta", 2)])
+    c = bus.client()
+    for _ in range(6):
+        r = c.request()["result"]
+        pool = "alpha" if r["pid"] in bus.worker_pids("alpha") else "beta"
+        assert r["pool"] == pool, f"worker {r['pid']} of pool {pool} has STDIO_BUS_POOL_ID={r['pool']!r}"
+
+
+# -- Appendix C: logs -----------------------------------------------------------------------------
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-C-1")
+def test_logs_never_reach_stdout_from_start_to_exit(bus):
+    d = bus.start(instances=2)
+    c = bus.client()
+    c.request(session="s")
+    # things a daemon logs: an unknown response id, an unroutable line, a client
+    # response nobody asked for, a worker exit, partial input at end of stdin
+    c.send_json({"jsonrpc": "2.0", "id": "u", "method": "x", "sessionId": "s",
+                 "params": {"mock": {"reply_id": "nobody"}}})
+    c.send_json({"jsonrpc": "2.0", "id": "v", "method": "x", "sessionId": "s",
+                 "params": {"mock": {"emit": '{"jsonrpc":"2.0","method":"lost"}\n'}}})
+    c.send(b'{"jsonrpc":"2.0","id":"w","result":{}}\n')
+    c.sync(session="s")
+    exit_worker(c, "s")
+    c.send(b'{"jsonrpc":"2.0","method":"unfinished"')
+    c.close()
+    assert d.wait_exit() == 0
+    c.expect_closed()
+    assert len(d.stderr_lines()) > 5, "the daemon logged almost nothing: this test proves little"
+    forwarded = set(bus.worker_log().sent())
+    stray = [line for line in c.received if line not in forwarded]
+    assert stray == [], f"stdout carried lines no worker wrote: {stray[:3]}"
+
+
+LOG_LINE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z (DEBUG|INFO|WARN|ERROR) (?:\[([^\]]+)\] )?\S")
+
+
+@pytest.mark.requires("log_format")
+@pytest.mark.clause("SB-X-9")
+def test_log_lines_have_utc_time_level_and_context(bus):
+    # a zone far from UTC: local time in the log would be hours off
+    bus.profile = dataclasses.replace(bus.profile, env=dict(bus.profile.env, TZ="Asia/Kathmandu"))
+    d = bus.start(instances=2)
+    c = bus.client()
+    c.request(session="s")
+    c.send_json({"jsonrpc": "2.0", "id": "u", "method": "x", "sessionId": "s",
+                 "params": {"mock": {"reply_id": "nobody"}}})
+    c.sync(session="s")
+    d.signal(signal.SIGTERM)
+    assert d.wait_exit() == 0
+    now = datetime.datetime.now(datetime.timezone.utc)
+    contexts = []
+    for line in d.stderr_lines():
+        m = LOG_LINE.match(line)
+        assert m, f"log line not '<time> <LEVEL> [<context>] <message>': {line!r}"
+        t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=datetime.timezone.utc)
+        assert abs((now - t).total_seconds()) < 120, f"time {m.group(1)} is not UTC now ({now:%H:%M:%S})"
+        contexts.append(m.group(3) or "")
+    for pid in bus.worker_pids():
+        assert any(str(pid) in ctx for ctx in contexts), f"no log line names worker {pid} in its context"

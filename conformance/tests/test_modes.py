@@ -1,0 +1,431 @@
+"""Operating modes and connection lifecycle (spec 4.1), the command line
+(SB-I-33, SB-X-1..3) and socket details (SB-I-22, SB-I-41).
+
+Which sockets the daemon listens on is read from /proc/<pid>/net/{unix,tcp,
+tcp6}, matched against the socket inodes in /proc/<pid>/fd."""
+
+import dataclasses
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import time
+
+import pytest
+
+from stdio_bus_conformance import DaemonExited, DaemonTimeout
+
+SO_ACCEPTCON = 0x10000  # /proc/net/unix "Flags": the socket is listening
+TCP_LISTEN = "0A"
+
+
+# -- local helpers (candidates for the harness: see the report) ------------------
+def _socket_inodes(pid):
+    return {int(t[8:-1]) for t in _fds(pid).values() if t.startswith("socket:[")}
+
+
+def _fds(pid):
+    base = f"/proc/{pid}/fd"
+    out = {}
+    for name in os.listdir(base):
+        try:
+            out[int(name)] = os.readlink(f"{base}/{name}")
+        except OSError:
+            continue
+    return out
+
+
+def _tcp_addr(hexaddr):
+    """'0100007F:1F90' or a 32-digit IPv6 form -> (host, port)."""
+    host, port = hexaddr.split(":")
+    raw = bytes.fromhex(host)
+    # /proc prints each 32-bit word in host (little-endian) order
+    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    fam = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+    return socket.inet_ntop(fam, raw), int(port, 16)
+
+
+def listening_sockets(pid):
+    """[(family, address)] of the sockets pid holds in the listening state:
+    ("unix", path) or ("tcp", (host, port)) / ("tcp6", (host, port))."""
+    inodes = _socket_inodes(pid)
+    out = []
+    with open(f"/proc/{pid}/net/unix") as f:
+        for line in f.readlines()[1:]:
+            parts = line.split()
+            if len(parts) >= 7 and int(parts[6]) in inodes and int(parts[3], 16) & SO_ACCEPTCON:
+                out.append(("unix", parts[7] if len(parts) > 7 else ""))
+    for fam in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{fam}") as f:
+                lines = f.readlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if int(parts[9]) in inodes and parts[3] == TCP_LISTEN:
+                out.append((fam, _tcp_addr(parts[1])))
+    return out
+
+
+def cli_prefix(bus):
+    """The profile's command line up to --config: how to run the daemon with
+    a command line of our own."""
+    argv = bus.profile.argv("stdio", daemon=bus.ctx.daemon, config="CONFIG", socket="",
+                            host="", port="")
+    if "--config" not in argv:
+        pytest.skip("unsupported: the profile's command does not pass --config")
+    return argv[:argv.index("--config")]
+
+
+def run_cli(bus, args, timeout=5.0):
+    """Runs the daemon with `args` after the profile's prefix; stdin is
+    /dev/null. Returns (status, stdout, stderr). A daemon still running at the
+    deadline is killed and the test fails."""
+    argv = cli_prefix(bus) + [str(a) for a in args]
+    bus.recorder.note("run: " + " ".join(argv))
+    p = subprocess.Popen(argv, cwd=bus.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError(f"{' '.join(argv)}: still running after {timeout:g} s "
+                             f"(stderr: {err[-500:]!r})")
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # workers it may have left behind
+        except (ProcessLookupError, PermissionError):
+            pass
+    bus.recorder.add("daemon stderr", err)
+    bus.recorder.note(f"exit status {p.returncode}")
+    return p.returncode, out, err
+
+
+def valid_config_file(bus, name="ok.json"):
+    """A valid configuration whose pool logs to <workdir>/p.log."""
+    from stdio_bus_conformance import config as cfg
+    return cfg.write_config(bus.workdir / name, bus.config())
+
+
+def assert_refused_to_start(bus, rc, out, err, needle=None):
+    """SB-I-33: reason on stderr, nothing on stdout, no worker, non-zero exit."""
+    assert rc > 0, f"exit status {rc}: expected a non-zero exit (negative: killed by a signal)"
+    assert out == b"", f"the daemon wrote to stdout: {out[:200]!r}"
+    assert err.strip(), "the daemon gave no reason on stderr"
+    if needle is not None:
+        assert needle.lower().encode() in err.lower(), f"stderr does not name {needle!r}: {err[-500:]!r}"
+    assert bus.worker_log("p").pids() == [], "the daemon spawned workers before refusing to start"
+
+
+def wait_until(pred, timeout=5.0, what="a condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise DaemonTimeout(f"{what}: not reached within {timeout:g} s")
+        time.sleep(0.005)  # /proc and the file system have no change notification: poll
+
+
+def pid_of(response):
+    return response["result"]["pid"]
+
+
+# -- 4.1.1 operating modes ----------------------------------------------------------
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-4.1.1-1", "SB-4.1.2-1", "SB-3.1-3")
+def test_stdio_mode_serves_one_client_on_stdin_and_stdout(bus):
+    d = bus.start(instances=2)
+    c = bus.client()
+    for i in range(4):
+        assert c.request(session=f"s{i % 2}")["result"]["method"] == "echo"
+    assert listening_sockets(d.pid) == [], "stdio mode holds a listening socket: it accepts other clients"
+    # nothing but the stdio client: no socket connection of any kind
+    assert _socket_inodes(d.pid) == set(), "stdio mode holds sockets besides its stdin/stdout"
+
+
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-4.1.1-2", "SB-4.1.2-1")
+def test_no_mode_flag_means_stdio(bus):
+    flags = dict(bus.profile.mode_flags, stdio=[])  # {mode_flag} expands to nothing
+    bus.profile = dataclasses.replace(bus.profile, mode_flags=flags)
+    d = bus.start(instances=1)
+    assert not any(a in ("--stdio", "--unix", "--tcp") for a in d.argv), d.argv
+    c = bus.client()
+    assert c.request(session="s")["sessionId"] == "s"
+    assert listening_sockets(d.pid) == []
+
+
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-4.1.1-3", "SB-3.1-3", "SB-4.1.2-2")
+def test_unix_mode_listens_on_the_path_and_serves_every_client(bus):
+    d = bus.start(instances=2)
+    st = os.lstat(d.socket_path)
+    assert stat.S_ISSOCK(st.st_mode), f"{d.socket_path} is not a socket"
+    assert listening_sockets(d.pid) == [("unix", d.socket_path)], \
+        f"expected exactly one listening socket, the unix one: {listening_sockets(d.pid)}"
+    clients = [bus.client() for _ in range(6)]
+    for i, c in enumerate(clients):
+        c.send_json({"jsonrpc": "2.0", "id": f"u{i}", "method": "echo", "sessionId": f"s{i}"})
+    for i, c in enumerate(clients):
+        assert c.recv_response(f"u{i}")["sessionId"] == f"s{i}"
+
+
+@pytest.mark.modes("tcp")
+@pytest.mark.clause("SB-4.1.1-4", "SB-3.1-3", "SB-4.1.2-2", "SB-I-22")
+def test_tcp_mode_listens_on_host_and_port_and_serves_every_client(bus):
+    d = bus.start(instances=2)
+    assert listening_sockets(d.pid) == [("tcp", (d.host, d.port))], \
+        f"expected exactly one listening socket, {d.host}:{d.port}: {listening_sockets(d.pid)}"
+    clients = [bus.client() for _ in range(6)]
+    for i, c in enumerate(clients):
+        c.send_json({"jsonrpc": "2.0", "id": f"t{i}", "method": "echo", "sessionId": f"s{i}"})
+    for i, c in enumerate(clients):
+        assert c.recv_response(f"t{i}")["sessionId"] == f"s{i}"
+
+
+# -- SB-I-22 socket details -------------------------------------------------------
+@pytest.mark.modes("tcp")
+@pytest.mark.clause("SB-I-22", "SB-4.1.1-4")
+def test_tcp_binds_exactly_the_host_given(bus):
+    d = bus.start(instances=1)
+    # Linux routes all of 127.0.0.0/8 to lo: a daemon bound to all interfaces,
+    # or to the whole of lo, would accept on 127.0.0.2 too.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(2)
+        with pytest.raises(ConnectionRefusedError):
+            s.connect(("127.0.0.2", d.port))
+    assert bus.client().request()["result"]["method"] == "echo"
+
+
+def _ipv6_loopback():
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.modes("tcp")
+@pytest.mark.clause("SB-I-22", "SB-4.1.1-4")
+def test_tcp_accepts_a_bracketed_ipv6_literal(bus):
+    if not _ipv6_loopback():
+        pytest.skip("no IPv6 loopback on this machine")
+    flags = dict(bus.profile.mode_flags, tcp=["--tcp", "[{host}]:{port}"])
+    bus.profile = dataclasses.replace(bus.profile, host="::1", mode_flags=flags)
+    d = bus.start(instances=1)
+    assert listening_sockets(d.pid) == [("tcp6", ("::1", d.port))], listening_sockets(d.pid)
+    assert bus.client().request(session="v6")["sessionId"] == "v6"
+
+
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-I-22")
+def test_unix_socket_file_is_private_and_removed_at_exit(bus):
+    d = bus.start(instances=1)
+    mode = stat.S_IMODE(os.lstat(d.socket_path).st_mode)
+    assert mode & 0o077 == 0, f"socket file mode {mode:04o}: group or others may connect"
+    assert bus.client().request()["result"]["method"] == "echo"
+    d.signal(signal.SIGTERM)
+    assert d.wait_exit() == 0
+    assert not os.path.lexists(d.socket_path), "the socket file is left behind after exit"
+
+
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-I-22", "SB-4.1.1-3")
+def test_stale_socket_file_is_replaced(bus):
+    stale = str(bus.workdir / "bus.sock")  # where the daemon will listen
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(stale)
+    s.close()  # the file stays, nobody accepts on it: a dead daemon's leftover
+    d = bus.start(instances=1)
+    assert d.socket_path == stale
+    assert bus.client().request(session="s")["sessionId"] == "s"
+
+
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-I-22")
+def test_live_daemon_on_the_path_is_not_displaced(bus):
+    first = bus.start(instances=1)
+    old = bus.client()
+    old.request(session="kept")
+    # same workdir, so the same socket path; its own pool, so its own log
+    try:
+        second = bus.start(pools=[bus.pool("q", 1)], wait_workers=False)
+    except DaemonExited:
+        second = bus.daemon
+    assert second.wait_exit() > 0, "a second daemon started on a path a live daemon listens on"
+    try:
+        second.wait_stderr(r"\S", timeout=2)
+    except DaemonTimeout:
+        raise AssertionError("the second daemon gave no reason on stderr") from None
+    assert first.running
+    assert os.path.lexists(first.socket_path), "the second daemon removed the first one's socket"
+    assert first.client().request(session="new")["sessionId"] == "new"
+    assert old.request(session="kept")["sessionId"] == "kept"
+
+
+# -- 4.1.2 connection lifecycle -------------------------------------------------------
+@pytest.mark.clause("SB-4.1.2-3")
+def test_idle_client_and_discarded_messages_do_not_close_the_connection(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    c.request(session="s")
+    # a client response that answers no request is discarded (SB-I-14), the client stays
+    c.send(b'{"jsonrpc":"2.0","id":"nobody-asked","result":{}}\n')
+    assert c.sync(session="s") == []
+    # no idle timeout: a short silence (bounded; the suite must stay fast) changes nothing
+    c.expect_silence(0.5)
+    assert c.request(session="s")["sessionId"] == "s"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-4.1.2-3", "SB-I-4")
+def test_message_for_a_foreign_session_does_not_close_the_client(bus):
+    bus.start(instances=2)
+    owner, other = bus.client(), bus.client()
+    owner.request(session="owned")
+    other.send_json({"jsonrpc": "2.0", "id": "intruder", "method": "x", "sessionId": "owned"})
+    assert other.sync() == [], "the intruder got an answer for a session it does not own"
+    assert not other.closed_by_daemon
+    assert other.request(session="its-own")["sessionId"] == "its-own"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-41")
+def test_half_close_is_a_disconnect(bus):
+    bus.start(instances=1)
+    a = bus.client()
+    a.request(session="s")
+    a.send_json({"jsonrpc": "2.0", "id": "late", "method": "slow", "sessionId": "s",
+                 "params": {"mock": {"delay_ms": 300}}})
+    bus.worker_log().wait_received(b'"id":"late"')
+    a.close_write()
+    rest = a.expect_closed()
+    assert not any(b'"late"' in line for line in rest + a.received), \
+        "the response to a request of a client that had half-closed was delivered"
+    # the session was invalidated: another client can own it now
+    b = bus.client()
+    resp = b.request(session="s", params={"mock": {"notify": 1}})
+    assert resp["sessionId"] == "s"
+    assert any(b"notifications/progress" in line for line in b.sync(session="s") + b.received)
+    bus.worker_log().wait_sent(b'"id":"late"')  # the worker did answer; nobody got it
+    assert b.sync(session="s") == []
+
+
+# -- SB-I-33 command-line errors ----------------------------------------------------------
+# These tests run their own command lines; the mode fixture plays no part.
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-I-33", "SB-9.1-1")
+def test_no_config_flag_is_refused(bus):
+    rc, out, err = run_cli(bus, ["--stdio"])
+    assert_refused_to_start(bus, rc, out, err, "config")
+
+
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-I-33", "SB-9.1-1", "SB-I-20")
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_unreadable_config_file_is_refused(bus, what):
+    path = bus.workdir / "nothing-here.json" if what == "missing" else bus.workdir
+    rc, out, err = run_cli(bus, ["--config", path, "--stdio"])
+    assert_refused_to_start(bus, rc, out, err)
+
+
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-I-33")
+def test_unknown_option_is_refused(bus):
+    rc, out, err = run_cli(bus, ["--config", valid_config_file(bus), "--stdio", "--frobnicate"])
+    assert_refused_to_start(bus, rc, out, err, "--frobnicate")
+
+
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-I-33", "SB-3.1-3")
+@pytest.mark.parametrize("flags", [["--stdio", "--unix", "{sock}"], ["--unix", "{sock}", "--tcp", "127.0.0.1:0"],
+                                   ["--tcp", "127.0.0.1:0", "--stdio"]], ids=["stdio+unix", "unix+tcp", "tcp+stdio"])
+def test_two_mode_flags_are_refused(bus, flags):
+    sock = str(bus.workdir / "two.sock")
+    rc, out, err = run_cli(bus, ["--config", valid_config_file(bus)] + [f.format(sock=sock) for f in flags])
+    assert_refused_to_start(bus, rc, out, err)
+    assert not os.path.lexists(sock), "the daemon created the socket file before refusing to start"
+
+
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-I-33", "SB-I-22")
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "::1:8080", "[::1]8080", ":8080"],
+                         ids=["no-port", "empty-port", "port-range", "bare-v6", "v6-no-colon", "no-host"])
+def test_malformed_tcp_address_is_refused(bus, address):
+    rc, out, err = run_cli(bus, ["--config", valid_config_file(bus), "--tcp", address])
+    assert_refused_to_start(bus, rc, out, err)
+
+
+# -- extensions: --help, --version, --log-level -------------------------------------------
+@pytest.mark.modes("stdio")
+@pytest.mark.requires("cli_help")
+@pytest.mark.clause("SB-X-1")
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_usage_without_a_config(bus, flag):
+    rc, out, err = run_cli(bus, [flag])
+    assert rc == 0, f"exit status {rc}; stderr {err[-300:]!r}"
+    assert b"usage" in out.lower() and b"--config" in out, f"no usage on stdout: {out[:300]!r}"
+    assert bus.worker_log("p").pids() == []
+
+
+@pytest.mark.modes("stdio")
+@pytest.mark.requires("cli_version")
+@pytest.mark.clause("SB-X-2")
+def test_version_prints_name_and_version(bus):
+    rc, out, err = run_cli(bus, ["--version"])
+    assert rc == 0, f"exit status {rc}; stderr {err[-300:]!r}"
+    assert re.fullmatch(rb"\S+ v?\d+\.\d+\.\d+\S*\n", out), f"not '<name> <version>': {out!r}"
+
+
+@pytest.mark.modes("stdio")
+@pytest.mark.requires("log_level")
+@pytest.mark.clause("SB-X-3", "SB-I-33")
+def test_unknown_log_level_is_refused(bus):
+    rc, out, err = run_cli(bus, ["--config", valid_config_file(bus), "--stdio", "--log-level", "loud"])
+    assert_refused_to_start(bus, rc, out, err, "loud")
+
+
+LEVEL_RE = re.compile(r"\b(DEBUG|INFO|WARN|WARNING|ERROR)\b")
+EXPECTED_LEVELS = {
+    None: {"INFO", "WARN", "ERROR"},
+    "debug": {"DEBUG", "INFO", "WARN", "ERROR"},
+    "info": {"INFO", "WARN", "ERROR"},
+    "warn": {"WARN", "ERROR"},
+    "error": {"ERROR"},
+}
+
+
+@pytest.mark.requires("log_level")
+@pytest.mark.clause("SB-X-3", "SB-I-34")
+@pytest.mark.parametrize("level", [None, "debug", "info", "warn", "error"],
+                         ids=["default", "debug", "info", "warn", "error"])
+def test_log_level_drops_lower_levels(bus, level):
+    if level is not None:
+        bus.profile = dataclasses.replace(bus.profile,
+                                          extra_args=list(bus.profile.extra_args) + ["--log-level", level])
+    d = bus.start(instances=1)
+    c = bus.client()
+    c.request(session="s")  # INFO (connections, spawns) and DEBUG (routing) material
+    c.send_json({"jsonrpc": "2.0", "id": "w", "method": "x", "sessionId": "s",
+                 "params": {"mock": {"reply_id": "nobody"}}})  # a warning (SB-6.3.1-4)
+    c.sync(session="s")
+    c.send_json({"jsonrpc": "2.0", "id": "e", "method": "x", "sessionId": "s",
+                 "params": {"mock": {"emit": "this is not json\n"}}})  # an error (SB-5.3-1)
+    d.wait_stderr(r"\bERROR\b")
+    d.signal(signal.SIGTERM)
+    assert d.wait_exit() == 0
+    seen = set()
+    for line in d.stderr_lines():
+        m = LEVEL_RE.search(line)
+        if m:
+            seen.add("WARN" if m.group(1) == "WARNING" else m.group(1))
+    assert seen == EXPECTED_LEVELS[level], f"levels logged: {sorted(seen)}"
