@@ -1,4 +1,5 @@
 #include "config.h"
+#include "fields.h"
 #include "status.h"
 
 #include <cjson/cJSON.h>
@@ -36,6 +37,21 @@ static int fail(parse_ctx *pc, const char *fmt, ...) {
 static void warn_unknown(parse_ctx *pc, const char *path) {
     if (pc->warn)
         pc->warn(pc->warn_ctx, path);
+}
+
+/* Copies s for an error message: control bytes become \xNN, so err stays
+ * one line whatever the file holds (SB-I-20); at most max bytes of s. */
+static const char *printable(char *out, size_t size, const char *s, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; s[i] && i < max && n + 5 < size; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            n += (size_t)snprintf(out + n, size - n, "\\x%02x", c);
+        else
+            out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return out;
 }
 
 static char *dup_string(const char *s) {
@@ -139,9 +155,10 @@ static int parse_pool(parse_ctx *pc, const cJSON *item, int index, sb_pool_confi
         return fail(pc, "pools[%d]: out of memory", index);
 
     pool->resolved = resolve_command(command->valuestring);
+    char shown[256];
     if (!pool->resolved)
-        return fail(pc, "pools[%d].command: \"%.200s\" is not an executable file%s", index,
-                    command->valuestring,
+        return fail(pc, "pools[%d].command: \"%s\" is not an executable file%s", index,
+                    printable(shown, sizeof shown, command->valuestring, 200),
                     strchr(command->valuestring, '/') ? "" : " on PATH");
     pool->argv[0] = dup_string(pool->resolved);
     if (!pool->argv[0])
@@ -192,6 +209,8 @@ static int parse_limits(parse_ctx *pc, const cJSON *limits, sb_limits *out) {
             warn_unknown(pc, path);
             continue;
         }
+        if (cJSON_GetObjectItemCaseSensitive(limits, field->string) != field)
+            continue; /* a repeated key: the first occurrence counts, as everywhere */
         long value = 0;
         if (get_int(pc, field, path, lf->min, lf->max, &value) < 0)
             return fail(pc, "%s: must be an integer >= %ld (at most %ld)", path, lf->min, lf->max);
@@ -251,9 +270,11 @@ static int parse_root(parse_ctx *pc, const cJSON *root, sb_config *cfg) {
         if (rc < 0)
             return rc;
         for (int j = 0; j < index; j++) /* SB-9.3-2 */
-            if (strcmp(cfg->pools[j].id, cfg->pools[index].id) == 0)
-                return fail(pc, "pools[%d].id: \"%.100s\" is already used by pools[%d]", index,
-                            cfg->pools[index].id, j);
+            if (strcmp(cfg->pools[j].id, cfg->pools[index].id) == 0) {
+                char shown[128];
+                return fail(pc, "pools[%d].id: \"%s\" is already used by pools[%d]", index,
+                            printable(shown, sizeof shown, cfg->pools[index].id, 100), j);
+            }
         cfg->worker_count += cfg->pools[index].instances;
         index++;
     }
@@ -297,6 +318,14 @@ int sb_config_parse(const char *text, size_t len, sb_config *cfg, char *err, siz
     if (offset < len) {
         cJSON_Delete(root);
         return fail(&pc, "(file): not valid JSON: unexpected text near byte %zu", offset);
+    }
+    /* SB-I-20: strict JSON. cJSON also takes leading zeros, raw control
+     * characters in strings and a few more; the routing-field scanner
+     * does not. */
+    sb_fields strict;
+    if (sb_fields_parse(text, len, &strict) == STDIO_BUS_ERR) {
+        cJSON_Delete(root);
+        return fail(&pc, "(file): not valid JSON (RFC 8259)");
     }
     int rc = parse_root(&pc, root, cfg);
     cJSON_Delete(root);

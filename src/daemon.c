@@ -472,7 +472,10 @@ static void client_close(sb_daemon *d, sb_peer *c) {
         sb_warn(c->name, "%zu byte(s) after the last newline discarded", sb_frame_pending(&c->in));
     /* SB-7.2-1..3 */
     int sessions = sb_sessions_drop_client(&d->router.sessions, c->index, NULL, NULL);
-    int pending = sb_pending_drop_sender(&d->router.requests, c->index, log_client_request_dropped, c);
+    /* Kept as orphans until answered, so a late answer reaches no one,
+     * not a newcomer reusing the id (SB-I-23). */
+    int pending = sb_pending_orphan_sender(&d->router.requests, c->index,
+                                           log_client_request_dropped, c);
     sb_pending_drop_receiver(&d->router.upstream, c->index, NULL, NULL);
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
@@ -722,6 +725,8 @@ typedef struct {
 
 static void discard_orphan(void *ctx, const sb_request *r) {
     orphan_ctx *oc = ctx;
+    if (r->sender < 0)
+        return; /* its client left already */
     sb_peer *c = &oc->d->clients[r->sender];
     /* SB-7.1.2-4 */
     sb_warn(oc->w->peer.name, "pending request id=%.*s from %s discarded: worker exited",

@@ -101,6 +101,17 @@ int sb_pending_holds(const sb_pending *t, int receiver, const char *id, size_t i
     return 0;
 }
 
+static void unlink_sender(sb_pending *t, int32_t index) {
+    sb_request *r = &t->entries[index];
+    if (r->send_prev != NIL)
+        t->entries[r->send_prev].send_next = r->send_next;
+    else
+        t->send_head[r->sender] = r->send_next;
+    if (r->send_next != NIL)
+        t->entries[r->send_next].send_prev = r->send_prev;
+    r->send_prev = r->send_next = NIL;
+}
+
 static void unlink_entry(sb_pending *t, int32_t index) {
     sb_request *r = &t->entries[index];
     int32_t *link = &t->buckets[r->hash & t->bucket_mask];
@@ -115,12 +126,8 @@ static void unlink_entry(sb_pending *t, int32_t index) {
     if (r->recv_next != NIL)
         t->entries[r->recv_next].recv_prev = r->recv_prev;
 
-    if (r->send_prev != NIL)
-        t->entries[r->send_prev].send_next = r->send_next;
-    else
-        t->send_head[r->sender] = r->send_next;
-    if (r->send_next != NIL)
-        t->entries[r->send_next].send_prev = r->send_prev;
+    if (r->sender >= 0)
+        unlink_sender(t, index);
 
     r->id_len = 0;
     r->next_in_bucket = t->free_head;
@@ -131,19 +138,28 @@ static void unlink_entry(sb_pending *t, int32_t index) {
 int sb_pending_take(sb_pending *t, int receiver, const char *id, size_t id_len,
                     const char *session, size_t session_len) {
     uint32_t h = key_hash(receiver, id, id_len);
-    int32_t oldest = NIL, same_session = NIL;
+    int32_t chosen = NIL;
+    int chosen_rank = 3;
     for (int32_t i = t->buckets[h & t->bucket_mask]; i != NIL; i = t->entries[i].next_in_bucket) {
         const sb_request *r = &t->entries[i];
         if (!matches(r, h, receiver, id, id_len))
             continue;
-        if (oldest == NIL || r->seq < t->entries[oldest].seq)
-            oldest = i;
+        /* SB-I-3: the request in the response's own session first, then one
+         * without a session, then (6.3.1 routes by id) any other: orphans
+         * left by departed clients keep their place in that order. */
+        int rank;
         if (session_len && r->session_len == session_len &&
-            memcmp(r->session, session, session_len) == 0 &&
-            (same_session == NIL || r->seq < t->entries[same_session].seq))
-            same_session = i;
+            memcmp(r->session, session, session_len) == 0)
+            rank = 0;
+        else if (r->session_len == 0)
+            rank = 1;
+        else
+            rank = 2;
+        if (rank < chosen_rank || (rank == chosen_rank && r->seq < t->entries[chosen].seq)) {
+            chosen = i;
+            chosen_rank = rank;
+        }
     }
-    int32_t chosen = same_session != NIL ? same_session : oldest;
     if (chosen == NIL)
         return STDIO_BUS_ENOTFOUND;
     int sender = t->entries[chosen].sender;
@@ -175,4 +191,18 @@ int sb_pending_drop_sender(sb_pending *t, int sender,
         dropped++;
     }
     return dropped;
+}
+
+int sb_pending_orphan_sender(sb_pending *t, int sender,
+                             void (*visit)(void *ctx, const sb_request *r), void *ctx) {
+    int orphaned = 0;
+    while (t->send_head[sender] != NIL) {
+        int32_t index = t->send_head[sender];
+        if (visit)
+            visit(ctx, &t->entries[index]);
+        unlink_sender(t, index);
+        t->entries[index].sender = SB_PENDING_ORPHAN;
+        orphaned++;
+    }
+    return orphaned;
 }

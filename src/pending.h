@@ -8,11 +8,17 @@
  *
  * Fixed capacity, allocated once; O(1) lookups. Several entries may share a
  * key (two clients reusing an id on one worker, SB-I-3); a response then
- * takes the entry whose recorded sessionId matches its own, else the oldest. */
+ * takes the oldest entry recorded with its own sessionId, else the oldest
+ * without one, else the oldest of any session (6.3.1 routes by id).
+ *
+ * When a sender leaves, its entries stay as orphans (sender
+ * SB_PENDING_ORPHAN) until the receiver answers them, so a late answer is
+ * swallowed instead of reaching a newcomer that reused the id (SB-I-23). */
 #ifndef SB_PENDING_H
 #define SB_PENDING_H
 
 #include "bus_limits.h"
+#include "status.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +51,8 @@ typedef struct {
     int send_slots;
 } sb_pending;
 
+#define SB_PENDING_ORPHAN STDIO_BUS_EOF /* the sender has left */
+
 int sb_pending_init(sb_pending *t, int capacity, int receivers, int senders);
 void sb_pending_fini(sb_pending *t);
 
@@ -58,8 +66,8 @@ int sb_pending_add(sb_pending *t, int receiver, int sender, const char *id, size
 int sb_pending_holds(const sb_pending *t, int receiver, const char *id, size_t id_len);
 
 /* Finds the entry a response from `receiver` with this id (and sessionId,
- * may be NULL) answers, removes it and returns its sender (>= 0), or
- * STDIO_BUS_ENOTFOUND. */
+ * may be NULL) answers, removes it and returns its sender (>= 0),
+ * SB_PENDING_ORPHAN when its sender has left, or STDIO_BUS_ENOTFOUND. */
 int sb_pending_take(sb_pending *t, int receiver, const char *id, size_t id_len,
                     const char *session, size_t session_len);
 
@@ -69,5 +77,10 @@ int sb_pending_drop_receiver(sb_pending *t, int receiver,
                              void (*visit)(void *ctx, const sb_request *r), void *ctx);
 int sb_pending_drop_sender(sb_pending *t, int sender,
                            void (*visit)(void *ctx, const sb_request *r), void *ctx);
+
+/* Turns every entry of this sender into an orphan (see above), calling
+ * visit first. Returns how many. */
+int sb_pending_orphan_sender(sb_pending *t, int sender,
+                             void (*visit)(void *ctx, const sb_request *r), void *ctx);
 
 #endif

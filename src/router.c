@@ -202,8 +202,8 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
         int client = has_id ? sb_pending_take(&r->requests, worker, id->raw, id->raw_len,
                                               has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0)
                             : STDIO_BUS_ENOTFOUND;
-        if (client < 0) {
-            drop(&d, SB_WHY_UNKNOWN_ID); /* SB-6.3.1-4 */
+        if (client < 0) { /* SB-6.3.1-4, SB-I-23 */
+            drop(&d, client == SB_PENDING_ORPHAN ? SB_WHY_CLIENT_GONE : SB_WHY_UNKNOWN_ID);
             return d;
         }
         d.action = SB_ROUTE_TO_CLIENT;
@@ -244,6 +244,7 @@ const char *sb_router_why(sb_route_why why) {
     case SB_WHY_SESSIONS_FULL: return "session table full (STDIO_BUS_MAX_SESSIONS)";
     case SB_WHY_PENDING_FULL: return "pending request table full (STDIO_BUS_MAX_PENDING_REQUESTS)";
     case SB_WHY_UNKNOWN_ID: return "response id not in the pending request table";
+    case SB_WHY_CLIENT_GONE: return "the client that sent the request has disconnected";
     case SB_WHY_UNKNOWN_SESSION: return "sessionId not in the session table";
     case SB_WHY_UNROUTABLE: return "neither a response with an id nor a sessionId";
     case SB_WHY_NO_REQUEST: return "client response matches no request";

@@ -92,24 +92,41 @@ Test(pending, response_session_picks_the_matching_duplicate) {
     cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"sess-b\"")), 2);
     /* ...and among several with that session, the oldest. */
     cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"sess-b\"")), 3);
-    /* No match left for sess-b: the oldest entry of the key. */
+    /* No match left for sess-b: routing by id (6.3.1) takes what is left. */
     cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"sess-b\"")), 1);
     cr_assert_eq(t.count, 0);
 }
 
-Test(pending, response_without_session_takes_the_oldest_even_if_it_has_one) {
+Test(pending, response_without_session_prefers_a_request_without_one) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
     cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("7"), LIT("\"s\"")), STDIO_BUS_OK);
     cr_assert_eq(sb_pending_add(&t, 0, 2, LIT("7"), NULL, 0), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), 1);
     cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), 2);
+    /* a worker need not echo the sessionId (SHOULD): it may still answer */
+    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), 1);
 }
 
-Test(pending, unmatched_session_falls_back_to_the_oldest) {
+Test(pending, another_sessions_request_is_the_last_resort) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
     cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("7"), LIT("\"a\"")), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 2, LIT("7"), LIT("\"b\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 2, LIT("7"), NULL, 0), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 3, LIT("7"), LIT("\"b\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"b\"")), 3);
+    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"zzz\"")), 2);
     cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"zzz\"")), 1);
+}
+
+Test(pending, orphaned_requests_swallow_their_late_answers) {
+    cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("7"), NULL, 0), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_orphan_sender(&t, 1, NULL, NULL), 1);
+    cr_assert(sb_pending_holds(&t, 0, LIT("7")), "the orphan still holds its id");
+    cr_assert_eq(sb_pending_add(&t, 0, 2, LIT("7"), NULL, 0), STDIO_BUS_OK);
+    /* the worker answers the departed client's request first: nobody gets it */
+    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), SB_PENDING_ORPHAN);
+    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), 2);
+    cr_assert_eq(t.count, 0);
+    cr_assert_eq(sb_pending_drop_sender(&t, 1, NULL, NULL), 0);
 }
 
 Test(pending, oldest_is_by_insertion_even_after_slot_reuse) {
@@ -273,21 +290,25 @@ static size_t session_of(int s, char *buf, size_t size) {
     return (size_t)snprintf(buf, size, "\"sess-%d\"", s);
 }
 
-/* The reference choice: the oldest entry with the response's session,
- * else the oldest entry of the key. */
+/* The reference choice (SB-I-3): the oldest entry with the response's
+ * session, else the oldest without a session, else the oldest of any. */
 static int model_take(int receiver, int id, int session) {
-    int oldest = -1, same = -1;
+    int best[3] = {-1, -1, -1};
     for (int i = 0; i < model_count; i++) {
         const model_entry *e = &model[i];
         if (e->receiver != receiver || e->id != id)
             continue;
-        if (oldest < 0 || e->seq < model[oldest].seq)
-            oldest = i;
-        if (session != MODEL_SESSIONS && e->session == session &&
-            (same < 0 || e->seq < model[same].seq))
-            same = i;
+        int rank;
+        if (session != MODEL_SESSIONS && e->session == session)
+            rank = 0;
+        else if (e->session == MODEL_SESSIONS)
+            rank = 1;
+        else
+            rank = 2;
+        if (best[rank] < 0 || e->seq < model[best[rank]].seq)
+            best[rank] = i;
     }
-    int chosen = same >= 0 ? same : oldest;
+    int chosen = best[0] >= 0 ? best[0] : best[1] >= 0 ? best[1] : best[2];
     if (chosen < 0)
         return STDIO_BUS_ENOTFOUND;
     int sender = model[chosen].sender;
