@@ -13,7 +13,7 @@
 # build-afl/out/TARGET/default/crashes into fuzz/regressions/TARGET once
 # fixed, so the replay test keeps them fixed.
 #
-# Environment: AFL_CC (default afl-clang-fast), AFL_FUZZ (default afl-fuzz).
+# Environment: SB_FUZZ_CC (default afl-clang-fast), AFL_FUZZ (default afl-fuzz).
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -34,7 +34,7 @@ dict=$root/fuzz/$target.dict
 build=$root/build-afl
 bin=$build/$target
 out=$build/out/$target
-cc=${AFL_CC:-afl-clang-fast}
+cc=${SB_FUZZ_CC:-afl-clang-fast}
 fuzz=${AFL_FUZZ:-afl-fuzz}
 
 [ -f "$harness" ] || { echo "fuzz.sh: $harness not found" >&2; exit 2; }
@@ -56,7 +56,7 @@ fi
 if [ $rebuild -eq 1 ]; then
     mkdir -p "$build"
     # shellcheck disable=SC2046 # pkg-config output is meant to split
-    AFL_QUIET=1 "$cc" -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+    AFL_QUIET=1 "$cc" -std=c11 -D_GNU_SOURCE \
         -DSB_VERSION='"fuzz"' -g -O1 -fno-omit-frame-pointer \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -I"$root/src" $(pkg-config --cflags libcjson) \
