@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Run the stdio Bus conformance suite against a daemon.
+"""Run the stdio Bus conformance suite against a daemon, or against a worker.
 
     run.py [--daemon PATH] [--profile FILE] [--baseline FILE] [-j N] [TEST_ID ...]
+    run.py --worker 'COMMAND ARGS' --worker-profile plain|jsonrpc|mcp [--worker-env K=V] ...
+    run.py --worker-description FILE [--worker 'COMMAND ARGS'] ...
+
+In worker mode the suite spawns the worker itself, plays its daemon/client,
+and judges it against WORKER_SPEC.md with the tests in worker_tests/.
 
 Exit status: 0 every test passed (SHOULD-level warnings allowed); 1 a test
 failed, or the baseline has a stale entry; 2 the run cannot be trusted (a
@@ -74,12 +79,32 @@ def parse_args(argv):
                    help="only list clause coverage; exit 2 if a MUST clause has no test")
     p.add_argument("--no-coverage-gate", action="store_true",
                    help="list untested MUST clauses without failing the run")
+    w = p.add_argument_group("worker mode", "judge a worker against WORKER_SPEC.md instead of a daemon")
+    w.add_argument("--worker", metavar="'COMMAND ARGS'",
+                   help="the worker: its command line as one shell-quoted string")
+    w.add_argument("--worker-profile", action="append", default=[], choices=("plain", "jsonrpc", "mcp"),
+                   help="profile the worker claims (repeatable; each implies those below it)")
+    w.add_argument("--worker-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="environment variable for the worker (repeatable)")
+    w.add_argument("--worker-description", metavar="FILE",
+                   help="worker description (TOML): command, profiles, env, facts (see README.md)")
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.add_argument("-q", "--quiet", action="count", default=0)
     if "--" in argv:
         i = argv.index("--")
-        return p.parse_args(argv[:i]), argv[i + 1:]
-    return p.parse_args(argv), []
+        opts, extra = p.parse_args(argv[:i]), argv[i + 1:]
+    else:
+        opts, extra = p.parse_args(argv), []
+    if worker_mode(opts):
+        clash = [o for o, v in (("--daemon", opts.daemon), ("--profile", opts.profile),
+                                ("--mock-worker", opts.mock_worker)) if v]
+        if clash:
+            p.error(f"{', '.join(clash)}: daemon options, not for a worker run")
+    return opts, extra
+
+
+def worker_mode(opts) -> bool:
+    return bool(opts.worker or opts.worker_description or opts.worker_profile or opts.worker_env)
 
 
 def _resolve_test(arg: str) -> str:
@@ -97,10 +122,16 @@ def _resolve_test(arg: str) -> str:
 def pytest_args(opts, extra) -> list[str]:
     a = ["-c", os.path.join(HERE, "pytest.ini"), "--rootdir", HERE,
          "-p", "stdio_bus_conformance.plugin", "-p", "no:cacheprovider"]
-    for name in ("daemon", "profile", "mock_worker", "spec", "baseline", "write_baseline"):
+    for name in ("daemon", "profile", "mock_worker", "spec", "baseline", "write_baseline", "worker_description"):
         value = getattr(opts, name)
         if value:
             a += [f"--{name.replace('_', '-')}", os.path.abspath(value)]
+    if opts.worker:
+        a += ["--worker", opts.worker]
+    for prof in opts.worker_profile:
+        a += ["--worker-profile", prof]
+    for item in opts.worker_env:
+        a += ["--worker-env", item]
     a += ["--report-dir", os.path.abspath(opts.report_dir), "--seed", str(opts.seed),
           "--wait-timeout", str(opts.wait_timeout), "--min-tests", str(opts.min_tests)]
     for g in opts.clause:
@@ -126,7 +157,7 @@ def pytest_args(opts, extra) -> list[str]:
     if opts.tests:
         a += [_resolve_test(t) for t in opts.tests]
     else:
-        dirs = opts.tests_dirs or [os.path.join(HERE, "tests")]
+        dirs = opts.tests_dirs or [os.path.join(HERE, "worker_tests" if worker_mode(opts) else "tests")]
         a += [os.path.abspath(d) for d in dirs]
     return a
 

@@ -2,6 +2,11 @@
 and by run.py): options, markers, mode parametrisation, the `bus` fixture,
 outcome mapping, baseline, coverage and reports.
 
+Two subjects: a daemon (the default: clauses from SPEC.md, tests in tests/,
+the `bus` fixture) or, with --worker/--worker-description, a worker (clauses
+from WORKER_SPEC.md, tests in worker_tests/, the `worker` fixture). Outcomes,
+exit codes, baselines, coverage and reports are the same in both.
+
 Runs in three roles: a plain pytest process (collects and runs), an xdist
 controller (no collection: receives reports, writes the reports), and an
 xdist worker (collects, runs, and sends its inventory of cited clauses back
@@ -29,6 +34,8 @@ from .errors import HarnessError
 from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
 from .profile import MODES, load_profile
 from .spec import CONFORMANCE_DIR, ID_RE, Registry
+from .worker_desc import FACTS, PROFILES, from_options, problems as worker_problems, profile_rank
+from .worker_run import WorkerContext, WorkerRun
 
 STATE_KEY = "_sb_state"
 _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
@@ -92,12 +99,24 @@ def pytest_addoption(parser):
     g.addoption("--wait-timeout", type=float, default=5.0, help="default deadline of one wait (s)")
     g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
     g.addoption("--coverage-only", action="store_true", help="with --collect-only: print coverage, gate it")
+    w = parser.getgroup("stdio-bus-worker", "stdio Bus worker conformance (WORKER_SPEC.md)")
+    w.addoption("--worker", metavar="'COMMAND ARGS'",
+                help="judge this worker instead of a daemon (one shell-quoted string)")
+    w.addoption("--worker-profile", action="append", default=[], choices=PROFILES,
+                help="profile the worker claims (repeatable; each implies those below it)")
+    w.addoption("--worker-env", action="append", default=[], metavar="KEY=VALUE",
+                help="environment variable for the worker (repeatable)")
+    w.addoption("--worker-description", metavar="FILE",
+                help="worker description (TOML): command, profiles, env, facts")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "clause(*ids): spec clauses the test checks (required)")
     config.addinivalue_line("markers", "modes(*modes): operating modes to run in (default: stdio, unix, tcp)")
-    config.addinivalue_line("markers", "requires(*features): profile features the test needs")
+    config.addinivalue_line("markers", "requires(*features): profile features (worker tests: description "
+                            "facts) the test needs")
+    config.addinivalue_line("markers", "worker_profile(name): worker profile a worker test needs (default: "
+                            "the highest profile of the clauses it cites)")
     state = State(config)
     setattr(config, STATE_KEY, state)
     config.pluginmanager.register(state, "sb_state")
@@ -119,6 +138,9 @@ def bus(request, sb_mode):
     state = _state(request.config)
     if state.fatal:
         raise HarnessError("; ".join(state.fatal))
+    if state.worker_mode:
+        raise HarnessError("this test needs a daemon (the `bus` fixture) and the run judges a worker: "
+                           "collect worker_tests/ with --worker")
     if not state.ctx.profile.supports(sb_mode):
         pytest.skip(f"unsupported: the profile {state.ctx.profile.name} does not support {sb_mode} mode")
     for m in request.node.iter_markers("requires"):
@@ -145,6 +167,38 @@ def rng(bus):
     return bus.rng
 
 
+# -- the `worker` fixture ----------------------------------------------------------------
+@pytest.fixture
+def worker(request):
+    """The worker under test. See stdio_bus_conformance.worker_run."""
+    state = _state(request.config)
+    if state.fatal:
+        raise HarnessError("; ".join(state.fatal))
+    if not state.worker_mode:
+        raise HarnessError("this test judges a worker (the `worker` fixture) and the run judges a daemon: "
+                           "pass --worker 'COMMAND ARGS' --worker-profile P")
+    desc = state.wctx.desc
+    profile = state.item_worker_profile(request.node)
+    if not desc.claims_profile(profile):
+        pytest.skip(f"unsupported: the worker claims {', '.join(desc.claims)}; this test needs the "
+                    f"{profile} profile")
+    for m in request.node.iter_markers("requires"):
+        missing = [f for f in m.args if not desc.has(f)]
+        if missing:
+            pytest.skip(f"the worker description gives no {', '.join(missing)}")
+    w = WorkerRun(state.wctx, request.node.nodeid)
+    try:
+        yield w
+    finally:
+        try:
+            w.stop()
+            if getattr(request.node, "_sb_failed", False):
+                w.write_artifacts(state.artifact_dir(request.node.nodeid),
+                                  state.rerun_command(request.node))
+        finally:
+            w.cleanup()
+
+
 # -- the state object (a plugin instance: its hooks see the config) ---------------------------
 class State:
     def __init__(self, config):
@@ -166,10 +220,40 @@ class State:
         if seed is None and self.is_worker:
             seed = config.workerinput.get("sb_seed")
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+        self.worker_mode = bool(opt("worker") or opt("worker_description") or opt("worker_profile")
+                                or opt("worker_env"))
         try:
-            self.registry = Registry.load(opt("spec"))
+            self.registry = Registry.load(opt("spec"), "WORKER_SPEC.md" if self.worker_mode else "SPEC.md")
         except HarnessError as exc:
             self.fatal.append(str(exc))
+        if self.worker_mode:
+            self._init_worker()
+        else:
+            self._init_daemon()
+        self.baseline = bl.empty()
+        if opt("baseline"):
+            try:
+                self.baseline = bl.load(opt("baseline"))
+            except HarnessError as exc:
+                self.fatal.append(str(exc))
+        self.gate_enabled = not opt("no_coverage_gate")
+        if not self.is_worker and not config.option.collectonly:
+            self._clean_report_dir()
+
+    def _init_worker(self):
+        opt = self.config.getoption
+        try:
+            desc = from_options(opt("worker"), opt("worker_profile"), opt("worker_env"),
+                                opt("worker_description"))
+        except HarnessError as exc:
+            self.fatal.append(str(exc))
+            desc = from_options(None, [], [], None)
+        if not self.config.option.collectonly:  # --coverage needs no worker
+            self.fatal += worker_problems(desc)
+        self.wctx = WorkerContext(desc=desc, seed=self.seed, timeout=desc.answer_timeout or opt("wait_timeout"))
+
+    def _init_daemon(self):
+        opt = self.config.getoption
         daemon = os.path.abspath(opt("daemon") or default_daemon())
         if not (os.path.isfile(daemon) and os.access(daemon, os.X_OK)):
             self.fatal.append(f"daemon not found or not executable: {daemon} (pass --daemon PATH)")
@@ -182,15 +266,6 @@ class State:
         mock = os.path.abspath(opt("mock_worker") or default_mock())
         self.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.seed,
                               timeout=opt("wait_timeout"))
-        self.baseline = bl.empty()
-        if opt("baseline"):
-            try:
-                self.baseline = bl.load(opt("baseline"))
-            except HarnessError as exc:
-                self.fatal.append(str(exc))
-        self.gate_enabled = not opt("no_coverage_gate")
-        if not self.is_worker and not config.option.collectonly:
-            self._clean_report_dir()
 
     def _clean_report_dir(self):
         import shutil
@@ -208,10 +283,22 @@ class State:
         what this run collected (so the node id is the same) and keeps only
         that node id."""
         opt = self.config.getoption
-        cmd = [sys.executable, str(CONFORMANCE_DIR / "run.py"), "--daemon", self.ctx.daemon]
-        if self.ctx.profile.path:
-            cmd += ["--profile", self.ctx.profile.path]
-        cmd += ["--mock-worker", self.ctx.mock_worker]
+        cmd = [sys.executable, str(CONFORMANCE_DIR / "run.py")]
+        if self.worker_mode:
+            desc = self.wctx.desc
+            if desc.path:
+                cmd += ["--worker-description", desc.path]
+            cmd += ["--worker", desc.command_line()]
+            for p in desc.profiles:
+                cmd += ["--worker-profile", p]
+            for item in opt("worker_env"):
+                cmd += ["--worker-env", item]
+            cmd += ["--wait-timeout", str(opt("wait_timeout"))]
+        else:
+            cmd += ["--daemon", self.ctx.daemon]
+            if self.ctx.profile.path:
+                cmd += ["--profile", self.ctx.profile.path]
+            cmd += ["--mock-worker", self.ctx.mock_worker]
         if opt("spec"):
             cmd += ["--spec", os.path.abspath(opt("spec"))]
         cmd += ["--seed", str(self.seed), "-j", "1", "--no-coverage-gate",
@@ -250,7 +337,57 @@ class State:
             bad = [x for x in m.args if x not in MODES]
             if bad or not m.args:
                 problems.append(f"{item.nodeid}: @pytest.mark.modes{m.args!r}: modes are {', '.join(MODES)}")
+        if self.worker_mode and not problems:
+            problems += self.worker_item_problems(item)
         return problems
+
+    def worker_item_problems(self, item) -> list[str]:
+        """A worker test runs under one worker profile, at least that of every
+        clause it cites (else a plain worker would be judged on a jsonrpc
+        clause), and requires only facts a description can give."""
+        problems = []
+        marks = [m for m in item.iter_markers("worker_profile")]
+        for m in marks:
+            if len(m.args) != 1 or m.args[0] not in PROFILES:
+                problems.append(f"{item.nodeid}: @pytest.mark.worker_profile{m.args!r}: one of "
+                                f"{', '.join(PROFILES)}")
+        if problems:
+            return problems
+        profile = self.item_worker_profile(item)
+        for cid in self.item_clauses(item):
+            clause = self.registry[cid] if self.registry is not None and cid in self.registry else None
+            if clause is not None and clause.profile is None:
+                problems.append(f"{item.nodeid}: {cid} has no 'profile:' in its Notes")
+            elif clause is not None and profile_rank(clause.profile) > profile_rank(profile):
+                problems.append(f"{item.nodeid}: cites {cid} (profile {clause.profile}) but runs under "
+                                f"the {profile} profile")
+        for m in item.iter_markers("requires"):
+            bad = [f for f in m.args if f not in FACTS]
+            if bad:
+                problems.append(f"{item.nodeid}: @pytest.mark.requires{m.args!r}: worker facts are "
+                                f"{', '.join(FACTS)}")
+        return problems
+
+    def item_worker_profile(self, item) -> str:
+        m = item.get_closest_marker("worker_profile")
+        if m is not None and m.args:
+            return m.args[0]
+        ranks = [profile_rank(self.registry[c].profile) for c in self.item_clauses(item)
+                 if self.registry is not None and c in self.registry and self.registry[c].profile in PROFILES]
+        return PROFILES[max(ranks, default=0)]
+
+    def pytest_ignore_collect(self, collection_path, config):
+        """A daemon run leaves worker_tests/ alone and a worker run tests/,
+        unless the directory was named on the command line."""
+        other = CONFORMANCE_DIR / ("tests" if self.worker_mode else "worker_tests")
+        path = Path(collection_path).resolve()
+        if path != other and other not in path.parents:
+            return None
+        for arg in config.args:
+            a = Path(str(arg).split("::")[0]).resolve()
+            if a == other or other in a.parents:
+                return None
+        return True
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_pycollect_makeitem(self, collector, name, obj):
@@ -330,7 +467,7 @@ class State:
                 rep.sb_message = str(reason)
             elif rep.failed:
                 rep.sb_kind = exception_kind(exc)
-                text = re.sub(r"^stdio_bus_conformance\.errors\.", "", call.excinfo.exconly().strip())
+                text = re.sub(r"^stdio_bus_conformance\.[a-z_]+\.", "", call.excinfo.exconly().strip())
                 rep.sb_message = text if len(text) < 2000 else text[:2000] + "..."
         if rep.failed:
             item._sb_failed = True
@@ -387,9 +524,7 @@ class State:
         opt = self.config.getoption
         meta = {
             "suite": "stdio Bus conformance kit",
-            "daemon": self.ctx.daemon,
-            "profile": self.ctx.profile.path or f"(built-in {self.ctx.profile.name})",
-            "mock_worker": self.ctx.mock_worker,
+            **self.subject_meta(),
             "spec": str(self.registry.path) if self.registry else None,
             "clauses": len(self.registry.clauses) if self.registry else 0,
             "seed": self.seed,
@@ -405,7 +540,28 @@ class State:
                 "expected_failures": sorted(n for n, r in self.results.items() if r.outcome == "xfail")}
         levels = {c.id: c.level for c in self.registry} if self.registry else {}
         return reports.RunSummary(meta, self.results, counts, coverage, v, levels, base,
-                                  self.collection_errors, self.fatal)
+                                  self.collection_errors, self.fatal, self.worker_subject())
+
+    def subject_meta(self) -> dict:
+        """daemon/profile/mock_worker of results.json. A worker run keeps the
+        same members (the schema is shared): `daemon` is the implementation
+        under test, the worker's command line; `profile` its description and
+        the profiles it is judged on."""
+        if not self.worker_mode:
+            return {"daemon": self.ctx.daemon,
+                    "profile": self.ctx.profile.path or f"(built-in {self.ctx.profile.name})",
+                    "mock_worker": self.ctx.mock_worker}
+        d = self.wctx.desc
+        return {"daemon": d.command_line(),
+                "profile": f"{d.path or '(command line)'}; worker profiles {', '.join(d.claims) or 'none'}",
+                "mock_worker": "(none: worker mode)"}
+
+    def worker_subject(self) -> dict | None:
+        if not self.worker_mode:
+            return None
+        d = self.wctx.desc
+        return {"name": d.name, "command": d.command_line(), "description": d.path, "claims": d.claims,
+                "env": d.env, "answer_timeout": self.wctx.timeout, "drain_timeout": d.drain_timeout}
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -426,7 +582,7 @@ class State:
         self.paths = reports.write_all(self.report_dir, s)
         wb = self.config.getoption("write_baseline")
         if wb:
-            self.baseline_written = (wb, bl.write(wb, self.ctx.daemon, self.results, self.baseline))
+            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline))
         session.exitstatus = s.verdict.exit_code
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):

@@ -28,6 +28,7 @@ class RunSummary:
     baseline: dict = field(default_factory=dict)
     collection_errors: list = field(default_factory=list)  # [{"where", "message"}]
     fatal: list = field(default_factory=list)
+    worker: dict | None = None      # worker mode: name, command, description, claims, env, timeouts
 
 
 def count(results: dict) -> dict:
@@ -191,10 +192,19 @@ def _md(text: str) -> str:
 
 
 def report_md(s: RunSummary) -> str:
-    out = ["# stdio Bus conformance report", ""]
     m = s.meta
-    out += [f"- daemon: `{m.get('daemon')}`", f"- profile: `{m.get('profile')}`",
-            f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses)",
+    if s.worker is None:
+        out = ["# stdio Bus conformance report", ""]
+        out += [f"- daemon: `{m.get('daemon')}`", f"- profile: `{m.get('profile')}`"]
+    else:
+        w = s.worker
+        out = ["# stdio Bus worker conformance report", ""]
+        out += [f"- worker: `{w.get('command')}`" + (f" ({w['name']})" if w.get("name") else ""),
+                f"- description: `{w.get('description') or '(command line)'}`",
+                f"- judged on the profiles: {', '.join(w.get('claims') or []) or 'none'}",
+                f"- environment: {', '.join(f'`{k}={v}`' for k, v in (w.get('env') or {}).items()) or '(inherited)'}",
+                f"- answer deadline {w.get('answer_timeout')} s, drain timeout {w.get('drain_timeout')} s"]
+    out += [f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses)",
             f"- seed: {m.get('seed')}, started {m.get('started_at')}, {m.get('duration', 0):.1f} s",
             f"- result: **{summary_line(s.counts)}** (exit {s.verdict.exit_code}"
             + (": " + "; ".join(s.verdict.reasons) if s.verdict.reasons else "") + ")", ""]

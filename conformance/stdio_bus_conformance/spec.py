@@ -1,4 +1,5 @@
-"""The clause registry: every requirement of SPEC.md, by ID.
+"""The clause registry: every requirement of SPEC.md (or, in worker mode,
+of WORKER_SPEC.md, whose rows also carry a worker profile), by ID.
 
 SPEC.md is parsed by ``clauses_check.parse_spec`` (shipped next to this
 package, in the conformance directory), which returns one dict per clause:
@@ -19,10 +20,13 @@ from .errors import HarnessError
 LEVELS = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "RETIRED")
 MANDATORY = ("MUST", "MUST NOT")
 CHECKS = ("black-box", "inspection", "worker-side", "client-side")
-# SB-<section>-<n>; letters for appendices (A, B, C), interpretations (I), extensions (X)
+# SB-<section>-<n>; letters for appendices (A, B, C), interpretations (I), extensions (X),
+# and for the parts of WORKER_SPEC.md (W, T, J, F, R)
 ID_RE = re.compile(r"^SB-(?:[0-9]+(?:\.[0-9]+)*|[A-Z])-[1-9][0-9]*$")
 
 CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
+# WORKER_SPEC.md rows start their Notes with the worker profile they belong to
+_PROFILE_NOTE = re.compile(r"^profile:\s*([a-z]+)\b")
 
 
 @dataclass(frozen=True)
@@ -46,20 +50,28 @@ class Clause:
     def top_section(self) -> str:
         return self.section.split(".", 1)[0]
 
+    @property
+    def profile(self) -> str | None:
+        """The worker profile of a WORKER_SPEC.md clause ("plain", "jsonrpc",
+        "mcp"), from the start of its Notes; None for SPEC.md clauses."""
+        m = _PROFILE_NOTE.match(self.notes)
+        return m.group(1) if m else None
 
-def find_spec(explicit: str | os.PathLike | None = None) -> Path:
-    """SPEC.md: the explicit path, else next to run.py (installed suite), else
-    at the top of the source tree (one level above conformance/)."""
+
+def find_spec(explicit: str | os.PathLike | None = None, name: str = "SPEC.md") -> Path:
+    """SPEC.md (or WORKER_SPEC.md, name): the explicit path, else next to
+    run.py (installed suite), else at the top of the source tree (one level
+    above conformance/)."""
     if explicit:
         path = Path(explicit)
         if not path.is_file():
             raise HarnessError(f"spec file not found: {path}")
         return path.resolve()
-    for candidate in (CONFORMANCE_DIR / "SPEC.md", CONFORMANCE_DIR.parent / "SPEC.md"):
+    for candidate in (CONFORMANCE_DIR / name, CONFORMANCE_DIR.parent / name):
         if candidate.is_file():
             return candidate
     raise HarnessError(
-        f"SPEC.md not found next to {CONFORMANCE_DIR} or in {CONFORMANCE_DIR.parent}; "
+        f"{name} not found next to {CONFORMANCE_DIR} or in {CONFORMANCE_DIR.parent}; "
         "pass --spec PATH")
 
 
@@ -102,8 +114,8 @@ class Registry:
             self.clauses[c.id] = c
 
     @classmethod
-    def load(cls, path: str | os.PathLike | None = None) -> "Registry":
-        spec = find_spec(path)
+    def load(cls, path: str | os.PathLike | None = None, name: str = "SPEC.md") -> "Registry":
+        spec = find_spec(path, name)
         try:
             raw = _parse_spec(spec)
         except HarnessError:

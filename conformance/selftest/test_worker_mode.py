@@ -1,0 +1,366 @@
+"""Worker mode (run.py --worker): the same outcomes, exit codes, reports,
+reproducers, baselines and coverage gate as the daemon mode, over the
+clauses of WORKER_SPEC.md. The worker under test is fake_mcp_worker.py, a
+small MCP server in Python: the whole worker suite passes against it, and
+each of its --break switches makes the tests of the clause it breaks fail."""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import CONFORMANCE, HERE, PYTHON, RUN_PY, Run
+from junit_check import check_file
+from schema_check import validate
+
+WORKER_SPEC = CONFORMANCE.parent / "WORKER_SPEC.md"
+FAKE = HERE / "fake_mcp_worker.py"
+DESCRIPTION = """
+name = "fake_mcp_worker"
+profiles = {profiles}
+verbose_args = ["--verbose"]
+answer_timeout = 2.0
+drain_timeout = 2.0
+[request]
+method = "ping"
+[jsonrpc]
+failing_request = {{ method = "tools/call", params = {{ name = "add", arguments = {{ a = 1e308, b = 1e308 }} }} }}
+invalid_params_request = {{ method = "tools/call", params = {{ name = "echo", arguments = {{ text = 5 }} }} }}
+[mcp]
+tool_call = {{ name = "echo", arguments = {{ text = "{{text}}" }} }}
+long_call = {{ name = "slow", arguments = {{ ms = "{{ms}}", steps = "{{steps}}" }} }}
+ask_call = {{ name = "sample", arguments = {{ prompt = "{{text}}" }} }}
+"""
+
+# --break of fake_mcp_worker.py -> worker tests that must fail (or warn) with it
+BREAKS = {
+    "log-stdout": ["test_every_line_is_one_json_object", "test_nothing_but_json_on_stdout_even_verbose",
+                   "test_nothing_but_json_rpc_messages"],
+    "verbose-stdout": ["test_nothing_but_json_on_stdout_even_verbose"],
+    "banner": ["test_nothing_written_before_the_first_message"],
+    "hello-json": ["test_nothing_but_json_rpc_messages"],
+    "array-out": ["test_no_array_unless_answering_a_batch", "test_every_line_is_one_json_object"],
+    "latin1": ["test_every_line_is_utf8", "test_tool_text_that_is_not_ascii_comes_back_in_utf8"],
+    "echo-bad-utf8": ["test_output_stays_utf8_after_input_that_is_not",
+                      "test_lines_that_are_not_strict_json_or_utf8_get_a_parse_error"],
+    "no-final-newline": ["test_every_message_ends_with_a_newline_the_last_one_too"],
+    "unescape-newlines": ["test_escaped_newlines_stay_escaped", "test_tool_text_with_newlines_comes_back_on_one_line"],
+    "no-reassembly": ["test_lines_are_read_whole_however_they_are_written"],
+    "drop-every-5th": ["test_every_complete_line_is_handled"],
+    "double-answer": ["test_exactly_one_response_per_request"],
+    "stray-response": ["test_response_carries_the_request_id"],
+    "no-result": ["test_response_has_a_result_or_an_error"],
+    "no-session": ["test_response_carries_the_request_session", "test_session_ids_come_back_as_the_exact_token"],
+    "no-session-on-errors": ["test_error_responses_carry_the_session_token"],
+    "notify-no-session": ["test_notifications_name_a_session_they_were_told_about"],
+    "ids-as-values": ["test_ids_come_back_as_the_exact_token"],
+    "session-as-value": ["test_session_ids_come_back_as_the_exact_token", "test_progress_copies_the_session_token",
+                         "test_requests_to_the_client_carry_the_session"],
+    "copy-any-session": ["test_a_session_id_that_is_not_a_string_is_not_copied"],
+    "ignore-term": ["test_sigterm_when_idle_ends_the_worker_by_itself",
+                    "test_sigterm_with_requests_in_flight_ends_the_worker_by_itself",
+                    "test_sigterm_with_a_long_call_in_flight_ends_the_worker_by_itself"],
+    "term-exit-1": ["test_signal_when_idle_exits_0",
+                    "test_sigterm_with_requests_in_flight_writes_whole_answers_and_exits_0"],
+    "term-drops": ["test_sigterm_lets_a_long_call_finish_then_exits_0"],
+    "eof-stay": ["test_end_of_input_when_idle_exits_0_at_once",
+                 "test_end_of_input_after_work_exits_0_once_it_is_written"],
+    "eof-drops": ["test_requests_read_with_the_end_of_input_are_answered",
+                  "test_end_of_input_lets_a_long_call_finish_with_its_progress"],
+    "drop-tail": ["test_last_line_without_newline_at_end_of_input"],
+    "close-stdin": ["test_stdin_and_stdout_stay_open_while_serving"],
+    "die-on-long-line": ["test_no_input_stops_the_worker"],
+    "no-jsonrpc-member": ["test_every_message_says_jsonrpc_2_0"],
+    "result-and-error": ["test_no_response_has_both_result_and_error"],
+    "error-code-string": ["test_errors_have_an_integer_code_and_a_string_message"],
+    "reserved-code": ["test_no_reserved_error_code", "test_every_error_code_seen_is_allowed"],
+    "parse-error-id": ["test_a_line_that_is_not_json_gets_one_parse_error_with_id_null"],
+    "poisoned": ["test_the_stream_goes_on_after_parse_errors"],
+    "invalid-as-params": ["test_invalid_requests_get_invalid_request_and_the_stream_goes_on"],
+    "invalid-id-null": ["test_invalid_request_errors_carry_the_id_and_session_they_can"],
+    "unknown-method-result": ["test_unknown_method_gets_method_not_found"],
+    "params-ok": ["test_params_the_method_cannot_take_get_invalid_params",
+                  "test_initialize_without_version_and_bad_arguments_are_invalid_params"],
+    "internal-as-params": ["test_a_request_that_fails_inside_gets_internal_error_and_the_stream_goes_on"],
+    "answer-notifications": ["test_notifications_get_no_answer"],
+    "answer-responses": ["test_responses_get_no_answer"],
+    "params-32602": ["test_params_that_are_not_structured_are_an_invalid_request"],
+    "lenient-json": ["test_lines_that_are_not_strict_json_or_utf8_get_a_parse_error"],
+    "blank-lines-error": ["test_blank_lines_are_ignored"],
+    "batch-per-line": ["test_a_batch_gets_one_array_with_one_response_per_request"],
+    "empty-batch-array": ["test_a_batch_without_requests_gets_nothing"],
+    "empty-array-as-array": ["test_an_empty_array_gets_one_invalid_request_error"],
+    "batch-one-error": ["test_each_invalid_element_of_a_batch_gets_its_own_error"],
+    "slow-answers": ["test_a_request_that_waits_on_nothing_is_answered_at_once",
+                     "test_ping_and_tools_list_are_answered_at_once"],
+    "no-server-info": ["test_initialize_answers_version_capabilities_and_server_info"],
+    "fixed-version": ["test_initialize_negotiates_the_protocol_version"],
+    "no-tools-cap": ["test_initialize_declares_tools"],
+    "answer-initialized": ["test_initialized_notification_gets_nothing"],
+    "schema-no-type": ["test_tools_list_gives_named_tools_with_object_schemas"],
+    "content-string": ["test_tool_call_result_holds_content"],
+    "unknown-tool-result": ["test_unknown_tool_is_invalid_params"],
+    "one-initialize": ["test_every_session_initializes_and_nothing_waits_for_it"],
+    "serial": ["test_a_long_call_does_not_delay_a_ping"],
+    "ask-blocks": ["test_a_call_waiting_for_the_client_does_not_delay_a_ping"],
+    "interleave": ["test_many_requests_in_flight_each_answer_one_whole_line",
+                   "test_forty_long_calls_with_progress_stay_whole_lines"],
+    "token-as-value": ["test_progress_carries_the_token_and_grows"],
+    "progress-shrinks": ["test_progress_carries_the_token_and_grows"],
+    "progress-always": ["test_no_progress_without_a_token"],
+    "late-progress": ["test_no_progress_after_the_answer"],
+    "progress-no-session": ["test_progress_names_the_session_of_its_request"],
+    "ignore-cancel": ["test_a_cancelled_call_is_never_answered"],
+    "cancel-by-id-only": ["test_cancellation_names_the_request_of_its_own_session"],
+    "answer-cancel": ["test_cancellation_gets_nothing_in_reply"],
+    "reuse-ask-id": ["test_requests_to_the_client_have_a_method_and_fresh_ids"],
+    "ask-no-session": ["test_requests_to_the_client_carry_the_session"],
+    "ignore-client-error": ["test_the_client_answer_resumes_the_call"],
+    "ask-hangs-at-end": ["test_a_call_waiting_for_the_client_is_answered_internal_error_at_the_end"],
+}
+
+
+@pytest.fixture(scope="session")
+def fake_worker(tmp_path_factory):
+    """fake_mcp_worker.py as an executable (a checkout may lose mode bits)."""
+    if os.access(FAKE, os.X_OK):
+        return FAKE
+    d = tmp_path_factory.mktemp("fakeworker")
+    for name in ("fake_mcp_worker.py", "fake_json.py"):
+        shutil.copyfile(HERE / name, d / name)
+        (d / name).chmod(0o755)
+    return d / "fake_mcp_worker.py"
+
+
+@pytest.fixture
+def wrun(tmp_path, fake_worker):
+    """wrun(*args, breaks=(), profiles=("mcp",), worker=None, description=True, jobs=1)
+    runs run.py in worker mode and returns a Run."""
+    count = [0]
+
+    def run(*args, breaks=(), profiles=("mcp",), worker=None, description=True, jobs=1, cwd=None):
+        count[0] += 1
+        res = tmp_path / f"wres{count[0]}"
+        cmd = [PYTHON, str(RUN_PY), "--report-dir", str(res), "-j", str(jobs), "--seed", "11"]
+        if description:
+            desc = tmp_path / f"worker{count[0]}.toml"
+            desc.write_text(DESCRIPTION.format(profiles=json.dumps(list(profiles))))
+            cmd += ["--worker-description", str(desc)]
+        if worker is None:
+            worker = shlex.join([str(fake_worker)] + [a for b in breaks for a in ("--break", b)])
+        if worker:
+            cmd += ["--worker", worker]
+        cmd += [str(a) for a in args]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=cwd or tmp_path)
+        results = json.loads((res / "results.json").read_text()) if (res / "results.json").exists() else None
+        return Run(p.returncode, p.stdout + p.stderr, results, res)
+
+    return run
+
+
+def names(run, outcome):
+    return sorted({n.split("::")[1].split("[")[0] for n, o in run.outcomes.items() if o == outcome})
+
+
+# -- the suite against a good worker ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def good(tmp_path_factory, fake_worker):
+    """One full run against the unbroken fake, all profiles, in parallel."""
+    tmp = tmp_path_factory.mktemp("good")
+    desc = tmp / "worker.toml"
+    desc.write_text(DESCRIPTION.format(profiles='["plain", "jsonrpc", "mcp"]'))
+    res = tmp / "res"
+    cmd = [PYTHON, str(RUN_PY), "--worker-description", str(desc), "--worker", str(fake_worker),
+           "--report-dir", str(res), "-j", "2", "--seed", "3"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp)
+    return Run(p.returncode, p.stdout + p.stderr, json.loads((res / "results.json").read_text()), res)
+
+
+def test_a_conforming_worker_passes_every_test(good):
+    assert good.rc == 0, good.output
+    s = good.results["summary"]
+    assert s["pass"] == s["total"] > 60, s
+    assert good.results["coverage"]["gate"]["ok"]
+    assert good.results["spec"] == str(WORKER_SPEC)
+    assert {n.split("::")[0] for n in good.outcomes} == {
+        "worker_tests/test_answers.py", "worker_tests/test_jsonrpc.py", "worker_tests/test_lifecycle.py",
+        "worker_tests/test_mcp.py", "worker_tests/test_output.py"}
+    assert good.last_line == f"{s['pass']} passed, 0 failed"
+
+
+def test_reports_follow_the_schema_and_junit_rules(good):
+    schema = json.loads((CONFORMANCE / "results.schema.json").read_text())
+    assert validate(good.results, schema) == []
+    assert check_file(good.report_dir / "junit.xml") == []
+    assert good.results["daemon"].endswith("fake_mcp_worker.py")
+    assert "worker profiles plain, jsonrpc, mcp" in good.results["profile"]
+    assert all(t["mode"] is None for t in good.results["tests"])
+    md = (good.report_dir / "report.md").read_text()
+    assert md.startswith("# stdio Bus worker conformance report")
+    assert "- judged on the profiles: plain, jsonrpc, mcp" in md
+    for section in ("W", "T", "J", "F", "R"):
+        assert f"## Section {section}" in md
+    assert "| SB-W-5 | SHOULD | excluded | excluded: profile: plain." in md
+    assert "- MUST pass rate: 14/14 (100%)" in md  # appendix T: the MUST rows, all run and passed
+
+
+# -- each break is caught ---------------------------------------------------------------------------
+@pytest.mark.parametrize("broken", sorted(BREAKS))
+def test_each_break_fails_the_tests_of_its_clause(wrun, broken):
+    tests = BREAKS[broken]
+    run = wrun("-k", " or ".join(tests), "--no-coverage-gate", breaks=[broken])
+    assert run.results is not None, run.output
+    for name in tests:
+        outcomes = run.outcome_of(f"::{name}")
+        assert outcomes and outcomes <= {"fail", "warn"}, \
+            f"{name} with --break {broken}: {outcomes}\n{run.output[-3000:]}"
+    assert run.rc == (1 if "fail" in run.outcomes.values() else 0), run.output
+
+
+# -- profiles, facts and the worker's own problems ----------------------------------------------------
+def test_profiles_the_worker_does_not_claim_are_unsupported(wrun):
+    run = wrun("--no-coverage-gate", profiles=("plain",))
+    assert run.rc == 0, run.output
+    unsupported = [t for t in run.results["tests"] if t["outcome"] == "unsupported"]
+    assert unsupported and all("claims plain" in t["message"] for t in unsupported)
+    files = {t["nodeid"].split("::")[0] for t in unsupported}
+    assert "worker_tests/test_jsonrpc.py" in files and "worker_tests/test_mcp.py" in files
+    assert {t["outcome"] for t in run.results["tests"] if "test_answers.py" in t["nodeid"]} == {"pass"}
+
+
+def test_command_line_only_and_a_missing_fact_is_skipped(wrun, fake_worker):
+    run = wrun("--worker-profile", "jsonrpc", "--worker-env", "SB_X=1", "-k", "internal_error or not_json",
+               "--no-coverage-gate", description=False)
+    assert run.rc == 0, run.output
+    assert run.outcome_of("test_a_request_that_fails_inside") == {"skipped"}
+    assert "gives no failing_request" in run.results["tests"][0]["message"] + run.results["tests"][1]["message"]
+    assert run.outcome_of("test_a_line_that_is_not_json") == {"pass"}
+    assert "(command line); worker profiles plain, jsonrpc" in run.results["profile"]
+
+
+def test_worker_that_cannot_be_found_or_claims_nothing_exits_2(wrun, tmp_path):
+    run = wrun(worker=str(tmp_path / "no-such-worker"))
+    assert run.rc == 2, run.output
+    assert any("worker not found" in e for e in run.results["fatal_errors"])
+    run = wrun(description=False)
+    assert run.rc == 2, run.output
+    assert any("claims no profile" in e for e in run.results["fatal_errors"])
+
+
+def test_daemon_options_are_refused_in_worker_mode(wrun):
+    run = wrun("--daemon", "/bin/true")
+    assert run.rc == 2 and "daemon options, not for a worker run" in run.output
+
+
+def test_a_worker_that_dies_fails_and_is_not_a_harness_error(wrun):
+    run = wrun("-k", "test_every_complete_line_is_handled or test_response_carries_the_request_id",
+               "--no-coverage-gate", worker="/bin/true")
+    assert run.rc == 1, run.output
+    assert set(run.outcomes.values()) == {"fail"}
+
+
+# -- reproducers and baselines --------------------------------------------------------------------------
+def test_failure_leaves_a_reproducer_that_reruns_it(wrun, tmp_path):
+    run = wrun("-k", "test_ids_come_back_as_the_exact_token", "--no-coverage-gate", breaks=["ids-as-values"])
+    assert run.rc == 1, run.output
+    t = run.results["tests"][0]
+    art = Path(t["artifact_dir"])
+    assert {"transcript.txt", "worker.stderr", "worker.stdout", "worker.txt", "seed", "command.txt"} <= \
+        {f.name for f in art.iterdir()}
+    transcript = (art / "transcript.txt").read_text()
+    assert "suite -> worker#1" in transcript and "worker#1 -> suite" in transcript and "1.0" in transcript
+    assert "worker#1 stderr" in transcript or (art / "worker.stderr").read_bytes() == b""
+    cmd = (art / "command.txt").read_text().strip()
+    assert "--worker" in cmd and "--break ids-as-values" in cmd and "--seed 11" in cmd
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    again = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=120, cwd=elsewhere)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert again.stdout.strip().splitlines()[-1] == "0 passed, 1 failed"
+
+
+def test_baseline_turns_a_known_failure_into_xfail_and_flags_stale_entries(wrun, tmp_path):
+    sel = ("-k", "test_ids_come_back_as_the_exact_token or test_response_carries_the_request_session",
+           "--no-coverage-gate")
+    base = tmp_path / "baseline.json"
+    first = wrun(*sel, "--write-baseline", str(base), breaks=["ids-as-values"])
+    assert first.rc == 1, first.output
+    data = json.loads(base.read_text())
+    assert [e["test"] for e in data["expected_failures"]] == [
+        "worker_tests/test_answers.py::test_ids_come_back_as_the_exact_token"]
+    assert data["daemon"].endswith("--break ids-as-values")
+    for e in data["expected_failures"]:
+        e["reason"] = "ids go through a double"
+    base.write_text(json.dumps(data))
+    known = wrun(*sel, "--baseline", str(base), breaks=["ids-as-values"])
+    assert known.rc == 0, known.output
+    assert known.outcome_of("test_ids_come_back") == {"xfail"}
+    fixed = wrun(*sel, "--baseline", str(base))
+    assert fixed.rc == 1, fixed.output
+    assert fixed.results["baseline"]["stale"] == [
+        {"test": "worker_tests/test_answers.py::test_ids_come_back_as_the_exact_token", "why": "passed"}]
+
+
+# -- collection and coverage --------------------------------------------------------------------------------
+def suite_with(tmp_path, code, name="wsuite"):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "test_generated.py").write_text("import pytest\n\n" + code)
+    return d
+
+
+@pytest.mark.parametrize("code, message", [
+    ('@pytest.mark.worker_profile("plain")\n@pytest.mark.clause("SB-J-4")',
+     "cites SB-J-4 (profile jsonrpc) but runs under the plain profile"),
+    ('@pytest.mark.clause("SB-6.1-1")', "cites unknown clause SB-6.1-1"),
+    ('@pytest.mark.requires("a_fact_nobody_has")\n@pytest.mark.clause("SB-W-1")', "worker facts are"),
+])
+def test_bad_worker_test_markers_are_collection_errors(wrun, tmp_path, code, message):
+    suite = suite_with(tmp_path, f"{code}\ndef test_bad(worker):\n    pass\n")
+    run = wrun("--tests-dir", str(suite), "--no-coverage-gate")
+    assert run.rc == 2, run.output
+    assert message in run.results["collection_errors"][0]["message"]
+
+
+def test_coverage_gate_over_the_worker_spec(wrun, tmp_path):
+    run = wrun("--coverage")
+    assert run.rc == 0, run.output
+    assert "coverage gate: ok" in run.output and "section W" in run.output
+    text = WORKER_SPEC.read_text()
+    row = "| SB-W-11 |"
+    i = text.index("\n", text.index(row)) + 1
+    spec = tmp_path / "WORKER_SPEC.md"
+    spec.write_text(text[:i] + "| SB-W-12 | MUST | A worker does one more thing. | black-box | profile: plain. |\n"
+                    + text[i:])
+    run = wrun("--coverage", "--spec", str(spec))
+    assert run.rc == 2, run.output
+    assert "SB-W-12 (MUST): no test cites it" in run.output
+
+
+@pytest.mark.parametrize("mode_args, folder", [
+    (["--worker", "/bin/true", "--worker-profile", "plain"], "worker_tests/"),
+    (["--daemon", "/bin/true"], "tests/"),
+])
+def test_each_mode_collects_only_its_own_tests(tmp_path, mode_args, folder):
+    """`pytest conformance` in daemon mode leaves worker_tests/ alone, and
+    worker mode tests/ (unless the folder is named)."""
+    p = subprocess.run([PYTHON, "-m", "pytest", "-c", str(CONFORMANCE / "pytest.ini"), "--rootdir",
+                        str(CONFORMANCE), "-p", "stdio_bus_conformance.plugin", "--collect-only", "-q",
+                        "-p", "no:xdist", *mode_args, str(CONFORMANCE)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env=dict(os.environ, PYTHONPATH=str(CONFORMANCE)))
+    collected = [line for line in p.stdout.splitlines() if "::" in line]
+    assert collected and all(line.startswith(folder) for line in collected), p.stdout[-2000:]
+
+
+def test_junit_names_worker_suites_by_file(good):
+    root = ET.parse(good.report_dir / "junit.xml").getroot()
+    suites = {s.get("name") for s in root.iter("testsuite")}
+    assert "worker_tests/test_jsonrpc.py" in suites
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props["clauses:test_ids_come_back_as_the_exact_token"] == "SB-R-1"

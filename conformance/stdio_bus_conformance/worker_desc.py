@@ -1,0 +1,286 @@
+"""Worker descriptions: what the worker-side suite needs to know about a
+worker under test (WORKER_SPEC.md, "Profiles").
+
+A description comes from run.py's options, from a TOML file, or both (the
+options win): the command that starts the worker, the profiles it claims,
+its environment, and the few facts some clauses need.
+
+    name = "ref_worker"
+    command = ["./ref_worker"]        # relative to this file; --worker overrides
+    profiles = ["mcp"]                # plain | jsonrpc | mcp; each implies those below
+    verbose_args = ["--verbose"]      # its most verbose option (SB-W-4)
+    answer_timeout = 5.0              # "at once" (default: run.py --wait-timeout)
+    drain_timeout = 30.0              # SIGTERM -> exit (SB-W-11; the daemon's default)
+
+    [env]
+    RUST_LOG = "debug"
+
+    [request]                         # plain: a request it answers at once
+    method = "ping"                   # (default: ping; mcp: always ping)
+    params = {}                       # optional
+
+    [jsonrpc]
+    failing_request = { method = "tools/call", params = { name = "add", arguments = { a = 1e308, b = 1e308 } } }
+    invalid_params_request = { method = "tools/call", params = { name = "echo", arguments = 5 } }
+
+    [mcp]
+    tool_call = { name = "echo", arguments = { text = "{text}" } }
+    long_call = { name = "slow", arguments = { ms = "{ms}", steps = "{steps}" } }
+    ask_call = { name = "sample", arguments = { prompt = "{text}" } }
+
+In `[mcp]` arguments, a string that is exactly "{ms}", "{steps}" or "{text}"
+becomes the value the test picks (a number for ms and steps); "{text}" inside
+a longer string is replaced by the text. A long_call without "{ms}" needs
+`long_call_ms`, how long it runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shlex
+import shutil
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import HarnessError
+
+PROFILES = ("plain", "jsonrpc", "mcp")  # each profile includes the ones before it
+FACTS = ("request", "failing_request", "invalid_params_request", "tool_call", "long_call", "ask_call",
+         "verbose_args")
+_PLACEHOLDER = re.compile(r"\{(ms|steps|text)\}")
+
+
+def closure(profiles) -> list[str]:
+    """The profiles a worker is judged on: those it claims and those below."""
+    top = max((PROFILES.index(p) for p in profiles), default=-1)
+    return list(PROFILES[:top + 1])
+
+
+def profile_rank(name: str) -> int:
+    return PROFILES.index(name)
+
+
+@dataclass
+class WorkerDescription:
+    name: str = "worker"
+    command: list = field(default_factory=list)
+    profiles: list = field(default_factory=list)   # as claimed
+    env: dict = field(default_factory=dict)
+    verbose_args: list | None = None
+    answer_timeout: float | None = None
+    drain_timeout: float = 30.0
+    request: dict | None = None
+    failing_request: dict | None = None
+    invalid_params_request: dict | None = None
+    tool_call: dict | None = None
+    long_call: dict | None = None
+    long_call_ms: int | None = None
+    ask_call: dict | None = None
+    path: str | None = None
+
+    @property
+    def claims(self) -> list[str]:
+        return closure(self.profiles)
+
+    def claims_profile(self, profile: str) -> bool:
+        return profile in self.claims
+
+    def the_request(self) -> dict:
+        """The request the worker answers at once: `ping` for an MCP worker,
+        else the description's [request], else `ping`."""
+        if self.claims_profile("mcp") or self.request is None:
+            return {"method": "ping"}
+        return copy.deepcopy(self.request)
+
+    def has(self, fact: str) -> bool:
+        if fact == "request":
+            return True
+        if fact == "invalid_params_request":
+            return self.invalid_params_request is not None or self.claims_profile("mcp")
+        return getattr(self, fact) is not None
+
+    def argv(self, extra=()) -> list[str]:
+        return list(self.command) + list(extra)
+
+    def command_line(self) -> str:
+        return shlex.join(self.command)
+
+
+def fill(template, values: dict):
+    """The template with "{ms}", "{steps}", "{text}" replaced (deep copy)."""
+    if isinstance(template, dict):
+        return {k: fill(v, values) for k, v in template.items()}
+    if isinstance(template, list):
+        return [fill(v, values) for v in template]
+    if isinstance(template, str):
+        m = _PLACEHOLDER.fullmatch(template)
+        if m:
+            if m.group(1) not in values:
+                raise HarnessError(f"worker description: no value for {template} here")
+            return values[m.group(1)]
+        return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), template)
+    return copy.deepcopy(template)
+
+
+def mentions(template, name: str) -> bool:
+    """True when the template uses the placeholder {name}."""
+    if isinstance(template, dict):
+        return any(mentions(v, name) for v in template.values())
+    if isinstance(template, list):
+        return any(mentions(v, name) for v in template)
+    return isinstance(template, str) and f"{{{name}}}" in template
+
+
+def _call(data, key, where) -> dict | None:
+    if key not in data:
+        return None
+    c = data[key]
+    if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+        raise HarnessError(f"{where}: {key} must be a table with a string name (and arguments)")
+    if "arguments" in c and not isinstance(c["arguments"], dict):
+        raise HarnessError(f"{where}: {key}.arguments must be a table")
+    unknown = set(c) - {"name", "arguments"}
+    if unknown:
+        raise HarnessError(f"{where}: {key}: unknown keys {sorted(unknown)}")
+    return {"name": c["name"], "arguments": dict(c.get("arguments", {}))}
+
+
+def _request(data, key, where) -> dict | None:
+    if key not in data:
+        return None
+    r = data[key]
+    if not isinstance(r, dict) or not isinstance(r.get("method"), str):
+        raise HarnessError(f"{where}: {key} must be a table with a string method (and params)")
+    unknown = set(r) - {"method", "params"}
+    if unknown:
+        raise HarnessError(f"{where}: {key}: unknown keys {sorted(unknown)}")
+    return dict(r)
+
+
+def _check_profiles(profiles, where) -> list[str]:
+    if not isinstance(profiles, list) or not all(isinstance(p, str) for p in profiles):
+        raise HarnessError(f"{where}: profiles must be a list of strings")
+    bad = [p for p in profiles if p not in PROFILES]
+    if bad:
+        raise HarnessError(f"{where}: unknown profile(s) {bad} (known: {', '.join(PROFILES)})")
+    return list(profiles)
+
+
+def load(path: str | os.PathLike) -> WorkerDescription:
+    """Reads a description file."""
+    path = Path(path)
+    where = f"worker description {path}"
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise HarnessError(f"{where}: not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise HarnessError(f"{where}: {exc}") from None
+    known = {"name", "command", "profiles", "env", "verbose_args", "answer_timeout", "drain_timeout",
+             "request", "jsonrpc", "mcp"}
+    unknown = set(data) - known
+    if unknown:
+        raise HarnessError(f"{where}: unknown keys {sorted(unknown)}")
+    d = WorkerDescription(path=str(path.resolve()))
+    if "name" in data:
+        d.name = str(data["name"])
+    for key in ("command", "verbose_args"):
+        if key in data:
+            if not isinstance(data[key], list) or not all(isinstance(x, str) for x in data[key]):
+                raise HarnessError(f"{where}: {key} must be a list of strings")
+            setattr(d, key, list(data[key]))
+    if d.command and "/" in d.command[0] and not os.path.isabs(d.command[0]):
+        d.command[0] = str((path.resolve().parent / d.command[0]).resolve())
+    if "profiles" in data:
+        d.profiles = _check_profiles(data["profiles"], where)
+    if "env" in data:
+        if not isinstance(data["env"], dict):
+            raise HarnessError(f"{where}: env must be a table")
+        d.env = {str(k): str(v) for k, v in data["env"].items()}
+    for key in ("answer_timeout", "drain_timeout"):
+        if key in data:
+            try:
+                value = float(data[key])
+            except (TypeError, ValueError):
+                raise HarnessError(f"{where}: {key} must be a number of seconds") from None
+            if value <= 0:
+                raise HarnessError(f"{where}: {key} must be positive")
+            setattr(d, key, value)
+    d.request = _request(data, "request", where)
+    rpc = data.get("jsonrpc", {})
+    mcp = data.get("mcp", {})
+    if not isinstance(rpc, dict) or not isinstance(mcp, dict):
+        raise HarnessError(f"{where}: [jsonrpc] and [mcp] must be tables")
+    unknown = (set(rpc) - {"failing_request", "invalid_params_request"}) | \
+        (set(mcp) - {"tool_call", "long_call", "long_call_ms", "ask_call"})
+    if unknown:
+        raise HarnessError(f"{where}: unknown keys {sorted(unknown)} in [jsonrpc]/[mcp]")
+    d.failing_request = _request(rpc, "failing_request", f"{where} [jsonrpc]")
+    d.invalid_params_request = _request(rpc, "invalid_params_request", f"{where} [jsonrpc]")
+    for key in ("tool_call", "long_call", "ask_call"):
+        setattr(d, key, _call(mcp, key, f"{where} [mcp]"))
+    if "long_call_ms" in mcp:
+        if not isinstance(mcp["long_call_ms"], int) or mcp["long_call_ms"] <= 0:
+            raise HarnessError(f"{where} [mcp]: long_call_ms must be a positive integer")
+        d.long_call_ms = mcp["long_call_ms"]
+    if d.long_call is not None and not mentions(d.long_call, "ms") and d.long_call_ms is None:
+        raise HarnessError(f"{where} [mcp]: long_call has no \"{{ms}}\" argument: give long_call_ms")
+    return d
+
+
+def parse_env(items) -> dict:
+    env = {}
+    for item in items or ():
+        if "=" not in item or item.startswith("="):
+            raise HarnessError(f"--worker-env {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        env[k] = v
+    return env
+
+
+def resolve_program(argv: list[str]) -> list[str]:
+    """argv with its program made absolute: a relative path with a slash is
+    taken from the current directory, a bare name from PATH. The worker runs
+    in a scratch directory, and reproducers run from anywhere."""
+    if not argv:
+        return argv
+    prog = argv[0]
+    if "/" in prog:
+        prog = os.path.abspath(prog)
+    else:
+        prog = shutil.which(prog) or prog
+    return [prog] + list(argv[1:])
+
+
+def from_options(command: str | None, profiles, env_items, description: str | None) -> WorkerDescription:
+    """The description of this run: the file (if any), then the options."""
+    d = load(description) if description else WorkerDescription()
+    if command:
+        try:
+            d.command = shlex.split(command)
+        except ValueError as exc:
+            raise HarnessError(f"--worker {command!r}: {exc}") from None
+        if not description:
+            d.name = os.path.basename(d.command[0]) if d.command else "worker"
+    d.command = resolve_program(d.command)
+    if profiles:
+        d.profiles = _check_profiles(list(profiles), "--worker-profile")
+    d.env = dict(d.env, **parse_env(env_items))
+    return d
+
+
+def problems(d: WorkerDescription) -> list[str]:
+    """Why this description cannot run (empty when it can)."""
+    out = []
+    if not d.command:
+        out.append("no worker command: pass --worker 'COMMAND ARGS' (or give command in the description)")
+    elif not (os.path.isfile(d.command[0]) and os.access(d.command[0], os.X_OK)):
+        out.append(f"worker not found or not executable: {d.command[0]}")
+    if not d.profiles:
+        out.append("the worker claims no profile: pass --worker-profile plain|jsonrpc|mcp "
+                   "(or give profiles in the description)")
+    return out

@@ -1,0 +1,704 @@
+"""Failure and recovery (spec 5.3, 7.1, 7.2): a worker that writes garbage is
+terminated and restarted, a worker that exits loses its sessions and pending
+requests and comes back under the restart policy, a client that leaves loses
+its sessions and pending requests, and nothing meant for the departed ever
+reaches anyone else.
+
+Tests that need our restart-delay extension (SB-X-6) are marked
+@pytest.mark.requires("restart_backoff"); the others tolerate any restart
+delay the spec allows. Tests that need more than a few seconds (the spec's
+60 s / 30 s defaults) are marked slow and run only when SB_CONFORMANCE_SLOW=1.
+"""
+
+import json
+import os
+import re
+import signal
+import sys
+import textwrap
+import time
+
+import pytest
+
+from stdio_bus_conformance import DaemonTimeout, procinfo
+
+WAIT = 5.0            # deadline of one wait for the daemon
+RESTART_WAIT = 8.0    # deadline for a restart under the spec's (unnumbered) backoff
+POLL = 0.005          # /proc and log files have no change notification: poll them
+# Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
+# closes their stdin, and a mock that exits at EOF first never logs the signal.
+STAY = ["--on-eof", "stay"]
+
+# The restart policy and the termination of failed workers involve no client
+# transport: tests that spend seconds waiting for restart delays and kill
+# timeouts run in one mode only, to keep the suite short. Remove the marker
+# to run them in every mode.
+ONE_MODE = pytest.mark.modes("stdio")
+
+SLOW = pytest.mark.skipif(os.environ.get("SB_CONFORMANCE_SLOW") != "1",
+                          reason="slow (tens of seconds): set SB_CONFORMANCE_SLOW=1 to run")
+
+
+# -- helpers ------------------------------------------------------------------------------
+def wait_until(predicate, timeout=WAIT, what="the condition"):
+    """Polls predicate until it returns a true value (returned) or the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise DaemonTimeout(f"{what}: not seen within {timeout:g} s")
+        time.sleep(POLL)
+
+
+def pid_of(response):
+    """The worker that answered: the mock puts its pid in every answer."""
+    return response["result"]["pid"]
+
+
+_LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
+
+
+def log_lines(daemon, level, since=0, any_of=()):
+    """The daemon's stderr lines at `level` (SB-I-34), from line `since` on,
+    that name one of any_of. Worker stderr relayed by the daemon (the mock's
+    diagnostics start with 'mock_worker[') is not the daemon's own log."""
+    rx = re.compile(_LEVEL[level], re.I)
+    return [line for line in daemon.stderr_lines()[since:]
+            if rx.search(line) and "mock_worker[" not in line
+            and (not any_of or any(str(a) in line for a in any_of))]
+
+
+def wait_log(daemon, level, any_of=(), since=0, timeout=WAIT):
+    what = f"a daemon {level} line" + (f" naming one of {list(any_of)}" if any_of else "")
+    return wait_until(lambda: log_lines(daemon, level, since, any_of), timeout, what)[0]
+
+
+def gone(pid):
+    """True once pid has exited and been reaped (not even a zombie left)."""
+    return procinfo.state(pid) is None
+
+
+def sessions_on_distinct_workers(client, n, prefix="s"):
+    """Creates sessions until n of them sit on n different workers.
+    Returns [(sessionId, pid)] in creation order."""
+    found = {}
+    for i in range(4 * n):
+        sid = f"{prefix}{i}"
+        pid = pid_of(client.request(session=sid))
+        if pid not in found.values():
+            found[sid] = pid
+        if len(found) == n:
+            return list(found.items())
+    raise AssertionError(f"new sessions did not spread over {n} workers: {found}")
+
+
+def session_in_pool(client, pool, prefix="in-"):
+    """A new session that sits on a worker of `pool` (the mock names its pool)."""
+    for i in range(16):
+        if client.request(session=f"{prefix}{pool}-{i}")["result"]["pool"] == pool:
+            return f"{prefix}{pool}-{i}"
+    raise AssertionError(f"16 new sessions and none reached a worker of pool {pool}")
+
+
+def start_pools(bus, pools, overrides=None):
+    """Starts the daemon with these pools and waits until every one of their
+    workers has logged its start (bus.start only waits for plain mock pools)."""
+    d = bus.start(overrides, pools=pools, wait_workers=False)
+    for p in pools:
+        bus.worker_log(p["id"]).wait_count(lambda r: r.kind == "start", p["instances"], WAIT,
+                                           f"'start' ({p['instances']} workers of pool {p['id']})")
+    return d
+
+
+def pipes_held_pool(bus, id, instances, args=()):
+    """Mock workers that leave a helper process holding their stdin, stdout
+    and stderr: when one of them exits its pipes stay open, so only the exit
+    itself (SIGCHLD) tells the daemon, not an EOF or a broken pipe."""
+    p = bus.pool(id, instances, args)
+    keep = 'exec 3<&0; sleep 60 <&3 3<&- & exec 3<&-; exec "$@"'
+    return {"id": id, "command": "/bin/sh", "args": ["-c", keep, "sh", p["command"]] + p["args"],
+            "instances": instances}
+
+
+# How a worker exits: plainly (its pipes close with it), or leaving its
+# pipes open in a helper process (only SIGCHLD reports the exit).
+EXITS = pytest.mark.parametrize("exit_kind", ["plain", "pipes-held"])
+
+
+def exit_pools(bus, exit_kind, id="p", instances=2, args=()):
+    if exit_kind == "plain":
+        return [bus.pool(id, instances, args)]
+    return [pipes_held_pool(bus, id, instances, args)]
+
+
+def starts(log, after_ns=0):
+    return [r for r in log.select("start") if r.t_ns > after_ns]
+
+
+def cross_note(session, marker):
+    """A worker notification for `session`, which the test has another worker
+    emit (params.mock.emit): delivered to the session's owner while the
+    session exists (SB-I-31), discarded once it is invalidated."""
+    return json.dumps({"jsonrpc": "2.0", "method": "test/cross", "sessionId": session,
+                       "params": {"marker": marker}}, separators=(",", ":")) + "\n"
+
+
+def emit_via(client, session, text):
+    """Has the worker of `session` write `text` to its stdout (a notification
+    carrying the directive, so nothing is left pending)."""
+    client.notify("test/emit", session=session, params={"mock": {"emit": text}})
+
+
+def exit_via(client, session, status=0, signal_name=None):
+    """Has the worker of `session` exit (or die of a signal) at once."""
+    mock = {"signal": signal_name} if signal_name else {"exit": status}
+    client.notify("test/exit", session=session, params={"mock": mock})
+
+
+def socket_links(pid):
+    return {v for v in procinfo.fds(pid).values() if v.startswith("socket:")}
+
+
+def tracked_client(bus):
+    """A new socket client, served once, and the daemon's fd link for it
+    ('socket:[inode]' in /proc/<daemon>/fd), to watch the daemon close it."""
+    d = bus.daemon
+    before = socket_links(d.pid)
+    c = bus.client()
+    c.sync()
+    new = wait_until(lambda: (lambda s: s if len(s) == 1 else None)(socket_links(d.pid) - before),
+                     WAIT, "exactly one new socket in the daemon's /proc/<pid>/fd")
+    return c, next(iter(new))
+
+
+def wait_link_closed(daemon, link, timeout=WAIT):
+    wait_until(lambda: link not in set(procinfo.fds(daemon.pid).values()), timeout,
+               f"the daemon closing its fd for {link}")
+
+
+# =========================================================================================
+# 5.3 Malformed worker output
+# =========================================================================================
+MALFORMED = {
+    "not-json": "MALFORMED-7 this is not json\n",
+    "truncated": '{"jsonrpc":"2.0","method":"MALFORMED-7","params":{"cut\n',
+    "binary": "\x01\x02MALFORMED-7\x7f}{\n",
+}
+
+
+@pytest.mark.clause("SB-5.3-1")
+@pytest.mark.parametrize("kind", list(MALFORMED))
+def test_malformed_worker_line_is_not_forwarded_and_is_logged(bus, kind):
+    d = bus.start(pools=[bus.pool("sick", 2)])
+    c = bus.client()
+    (bad_sid, victim), (good_sid, _) = sessions_on_distinct_workers(c, 2)
+    emit_via(c, bad_sid, MALFORMED[kind])
+    # "logs an error naming that worker": its pid or its pool
+    wait_log(d, "ERROR", any_of=(victim, "sick"))
+    c.sync(session=good_sid)  # everything routed before this has reached us
+    leaked = [line for line in c.received if b"MALFORMED-7" in line]
+    assert leaked == [], f"the daemon forwarded (part of) a malformed worker line: {leaked}"
+
+
+@pytest.mark.clause("SB-5.3-1", "SB-I-1", "SB-I-2", "SB-I-27")
+@pytest.mark.parametrize("line", [
+    '[{"jsonrpc":"2.0","method":"MALFORMED-7","sessionId":"%s"}]\n',
+    '{"jsonrpc":"2.0","method":"MALFORMED-7","sessionId":5}\n',
+    '{"jsonrpc":"2.0","id":{"MALFORMED-7":1},"result":{},"sessionId":"%s"}\n',
+    '{"jsonrpc":"2.0","method":["MALFORMED-7"],"sessionId":"%s"}\n',
+], ids=["array", "session-number", "id-object", "method-array"])
+def test_worker_line_without_extractable_routing_fields_fails_the_worker(bus, line):
+    d = bus.start(pools=[bus.pool("sick", 2, args=STAY)])
+    c = bus.client()
+    (bad_sid, victim), (good_sid, _) = sessions_on_distinct_workers(c, 2)
+    emit_via(c, bad_sid, line.replace("%s", bad_sid))
+    wait_log(d, "ERROR", any_of=(victim, "sick"))
+    bus.worker_log("sick").wait_for(lambda r: r.kind == "signal" and r.pid == victim, WAIT,
+                                    f"'signal' (SIGTERM to the worker {victim} that wrote it)")
+    c.sync(session=good_sid)
+    assert not [x for x in c.received if b"MALFORMED-7" in x], "the malformed line was forwarded"
+
+
+@pytest.mark.clause("SB-5.3-2", "SB-I-31")
+def test_malformed_output_invalidates_the_workers_sessions(bus):
+    # The victim outlives its SIGTERM (until drain_timeout_sec), so what is
+    # seen here is the invalidation of 5.3, not the one of its exit (7.1.2).
+    d = bus.start({"limits": {"drain_timeout_sec": 1}},
+                  pools=[bus.pool("sick", 1, args=["--ignore-sigterm"] + STAY), bus.pool("ok", 1)])
+    c = bus.client()
+    bad_sid, good_sid = session_in_pool(c, "sick"), session_in_pool(c, "ok")
+    victim = bus.worker_pids("sick")[0]
+    # precondition: while bad_sid exists, the healthy worker can notify its owner (SB-I-31)
+    emit_via(c, good_sid, cross_note(bad_sid, "BEFORE"))
+    before = c.sync(session=good_sid)
+    assert any(b"BEFORE" in x for x in before), \
+        "precondition (SB-I-31): a notification for a live session from another worker was not delivered"
+    emit_via(c, bad_sid, "this is not json\n")
+    wait_log(d, "ERROR", any_of=(victim, "sick"))
+    assert not gone(victim)
+    # the session is gone: the same notification now finds no session
+    emit_via(c, good_sid, cross_note(bad_sid, "AFTER"))
+    after = c.sync(session=good_sid)
+    assert not any(b"AFTER" in x for x in after), \
+        f"session {bad_sid} still routes notifications after its worker wrote malformed output"
+    # and the sessionId is free again: the next message starts a new session that gets answered
+    assert pid_of(c.request(session=bad_sid)) != victim
+
+
+@ONE_MODE
+@pytest.mark.clause("SB-5.3-3", "SB-5.3-4")
+def test_malformed_output_gets_the_worker_sigterm_then_a_restart(bus):
+    d = bus.start(pools=[bus.pool("sick", 1, args=STAY)])
+    c = bus.client()
+    victim = pid_of(c.request(session="s"))
+    log = bus.worker_log("sick")
+    emit_via(c, "s", "this is not json\n")
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == victim, WAIT,
+                        "'signal' (SIGTERM sent to the worker that wrote garbage)")
+    assert term.raw == b"TERM", f"the worker got SIG{term.raw.decode()}, not SIGTERM"
+    exit_rec = log.wait_for(lambda r: r.kind == "exit" and r.pid == victim, WAIT, "'exit' of that worker")
+    new = wait_until(lambda: starts(log, exit_rec.t_ns), RESTART_WAIT,
+                     "a new worker started after the failed one exited")[0]
+    assert new.pid != victim
+    wait_until(lambda: new.pid in procinfo.live_children(d.pid), WAIT, "the restarted worker running")
+    assert pid_of(c.request(session="s2")) == new.pid
+
+
+@ONE_MODE
+@pytest.mark.clause("SB-I-29", "SB-B-3")
+def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
+    # The victim ignores SIGTERM and stays up at EOF, so only SIGKILL ends it.
+    d = bus.start({"limits": {"drain_timeout_sec": 1}},
+                  pools=[bus.pool("sick", 1, args=["--ignore-sigterm", "--on-eof", "stay"]),
+                         bus.pool("ok", 1)])
+    c = bus.client()
+    bad_sid, good_sid = session_in_pool(c, "sick"), session_in_pool(c, "ok")
+    victim, healthy = bus.worker_pids("sick")[0], bus.worker_pids("ok")[0]
+    stdin_pipe = os.readlink(f"/proc/{victim}/fd/0")
+    log = bus.worker_log("sick")
+    # garbage, then a line that would be routable on its own
+    emit_via(c, bad_sid, "this is not json\n" + cross_note(good_sid, "AFTER-GARBAGE"))
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == victim, WAIT, "SIGTERM to the victim")
+    received_then = len(log.select("in", victim))
+    # STOPPING: no new message, sessionless or not
+    for _ in range(4):
+        assert pid_of(c.request()) == healthy
+    assert pid_of(c.request(session="fresh")) == healthy
+    assert len(log.select("in", victim)) == received_then, "a STOPPING worker was given a message"
+    # its stdin is closed (the daemon no longer holds the pipe's write end)
+    # while it still runs
+    wait_until(lambda: stdin_pipe not in procinfo.fds(d.pid).values() or gone(victim), WAIT,
+               "the daemon closing the failed worker's stdin")
+    assert not gone(victim), "the failed worker's stdin stayed open until the worker was gone"
+    # what it wrote after the garbage was discarded
+    assert not any(b"AFTER-GARBAGE" in x for x in c.sync(session=good_sid) + c.received)
+    # SIGKILL once drain_timeout_sec (1 s) has passed
+    wait_until(lambda: gone(victim), 1 + WAIT, "the worker that ignores SIGTERM being killed")
+    waited = (time.monotonic_ns() - term.t_ns) / 1e9
+    assert waited >= 0.8, f"the worker was killed {waited:.2f} s after SIGTERM, before drain_timeout_sec (1 s)"
+    assert not any(r.kind == "exit" and r.pid == victim for r in log.records()), \
+        "the worker exited by itself: it should have been killed"
+
+
+# =========================================================================================
+# 7.1 Worker exit handling
+# =========================================================================================
+@pytest.mark.clause("SB-7.1.1-2")
+@pytest.mark.parametrize("how", ["one-by-one", "all-at-once"])
+def test_exited_workers_are_reaped(bus, how):
+    # all at once: the workers' pipes stay open in helpers, so no EOF or
+    # hang-up on them can prompt the daemon to look for exits
+    d = start_pools(bus, [bus.pool("p", 3) if how == "one-by-one" else pipes_held_pool(bus, "p", 3)])
+    c = bus.client()
+    pids = bus.worker_pids()
+    assert len(pids) == 3
+    if how == "one-by-one":
+        for s, (sid, pid) in enumerate(sessions_on_distinct_workers(c, 3)):
+            exit_via(c, sid, s)
+            wait_until(lambda: gone(pid), WAIT, f"worker {pid} exited and reaped")
+    else:
+        # three exits while the daemon is stopped: one SIGCHLD for all three
+        d.signal(signal.SIGSTOP)
+        try:
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: all(procinfo.state(p) == "Z" for p in pids), WAIT, "three zombies")
+        finally:
+            d.signal(signal.SIGCONT)
+    wait_until(lambda: all(gone(p) for p in pids), WAIT,
+               f"workers {pids} exited and reaped (zombies left: {procinfo.zombies(d.pid)})")
+    assert d.running
+
+
+@EXITS
+@pytest.mark.clause("SB-7.1.2-1", "SB-B-4")
+def test_exited_worker_gets_no_message(bus, exit_kind):
+    start_pools(bus, exit_pools(bus, exit_kind), {"limits": {"max_restarts": 0}})
+    c = bus.client()
+    (dead_sid, dead), (_, alive) = sessions_on_distinct_workers(c, 2)
+    exit_via(c, dead_sid, 3)
+    wait_until(lambda: gone(dead), WAIT, f"worker {dead} exited and reaped")
+    # every message is delivered to a worker that can answer it
+    for i in range(6):
+        assert pid_of(c.request(timeout=2)) != dead
+        assert pid_of(c.request(session=f"after-{i}", timeout=2)) != dead
+
+
+@EXITS
+@pytest.mark.clause("SB-7.1.2-2")
+def test_exited_workers_pipes_are_closed(bus, exit_kind):
+    d = start_pools(bus, exit_pools(bus, exit_kind))
+    c = bus.client()
+    (sid, victim), _ = sessions_on_distinct_workers(c, 2)
+    links = {fd: os.readlink(f"/proc/{victim}/fd/{fd}") for fd in (0, 1, 2)}
+    held = set(procinfo.fds(d.pid).values())
+    assert links[0] in held and links[1] in held, \
+        f"the daemon does not hold the worker's stdin/stdout pipes (SB-3.3-1): {links}"
+    watched = {links[0], links[1]} | ({links[2]} if links[2] in held else set())
+    exit_via(c, sid, 0)
+    wait_until(lambda: gone(victim), WAIT, "the worker exited and reaped")
+    wait_until(lambda: not watched & set(procinfo.fds(d.pid).values()), WAIT,
+               f"the daemon closing its ends of {sorted(watched)}")
+
+
+@EXITS
+@pytest.mark.clause("SB-7.1.2-3", "SB-3.4-4", "SB-I-31")
+def test_worker_exit_invalidates_its_sessions(bus, exit_kind):
+    start_pools(bus, exit_pools(bus, exit_kind))
+    c = bus.client()
+    (dead_sid, dead), (good_sid, _) = sessions_on_distinct_workers(c, 2)
+    emit_via(c, good_sid, cross_note(dead_sid, "BEFORE"))
+    assert any(b"BEFORE" in x for x in c.sync(session=good_sid)), \
+        "precondition (SB-I-31): a notification for a live session from another worker was not delivered"
+    exit_via(c, dead_sid, 0)
+    wait_until(lambda: gone(dead), WAIT, "the worker exited and reaped")
+    emit_via(c, good_sid, cross_note(dead_sid, "AFTER"))
+    assert not any(b"AFTER" in x for x in c.sync(session=good_sid)), \
+        f"session {dead_sid} still routes notifications after its worker exited"
+    assert pid_of(c.request(session=dead_sid)) != dead
+
+
+@EXITS
+@pytest.mark.clause("SB-7.1.2-4", "SB-I-8")
+def test_requests_pending_on_an_exited_worker_are_discarded_with_a_warning_each(bus, exit_kind):
+    d = start_pools(bus, exit_pools(bus, exit_kind))
+    c = bus.client()
+    (dead_sid, dead), (good_sid, _) = sessions_on_distinct_workers(c, 2)
+    ids = ["orphan-one", "orphan-two"]
+    for i in ids:
+        c.send_json({"jsonrpc": "2.0", "id": i, "method": "test/hang", "sessionId": dead_sid,
+                     "params": {"mock": {"no_reply": True}}})
+    log = bus.worker_log()
+    for i in ids:
+        log.wait_received(i.encode())
+    since = len(d.stderr_lines())
+    exit_via(c, dead_sid, 0)
+    for i in ids:
+        wait_log(d, "WARN", any_of=(i,), since=since)
+    wait_until(lambda: gone(dead), WAIT, "the worker exited and reaped")
+    c.sync(session=good_sid)
+    got = [x for x in c.received if any(i.encode() in x for i in ids)]
+    assert got == [], f"the client received something for requests its worker never answered: {got}"
+
+
+@pytest.mark.requires("orphan_policy")
+@pytest.mark.clause("SB-X-8", "SB-I-8")
+def test_orphan_policy_error_answers_each_orphaned_request(bus):
+    bus.start({"orphan_policy": "error"}, instances=1)
+    c = bus.client()
+    c.request(session="s")
+    c.send_json({"jsonrpc": "2.0", "id": "orphan-s", "method": "test/hang", "sessionId": "s",
+                 "params": {"mock": {"no_reply": True}}})
+    c.send_json({"jsonrpc": "2.0", "id": 4711, "method": "test/hang",
+                 "params": {"mock": {"no_reply": True}}})
+    bus.worker_log().wait_received(b"4711")
+    exit_via(c, "s", 0)
+    msg = "stdio_bus: worker exited"
+    assert c.recv_response("orphan-s") == {"jsonrpc": "2.0", "id": "orphan-s", "sessionId": "s",
+                                           "error": {"code": -32000, "message": msg}}
+    assert c.recv_response(4711) == {"jsonrpc": "2.0", "id": 4711,
+                                     "error": {"code": -32000, "message": msg}}
+
+
+@pytest.mark.clause("SB-I-40")
+def test_response_written_just_before_exit_is_delivered(bus):
+    bus.start(instances=4)
+    c = bus.client()
+    # each worker answers (a large answer: part of it is still in the pipe at
+    # exit) and exits at once; the four requests go out in one write
+    reqs = b"".join(json.dumps({"jsonrpc": "2.0", "id": f"last-{i}", "method": "test/last",
+                                "params": {"mock": {"then": "exit", "big": 100_000 * (i % 2)}}}
+                               ).encode() + b"\n" for i in range(4))
+    c.send(reqs)
+    pids = {pid_of(c.recv_response(f"last-{i}")) for i in range(4)}
+    assert len(pids) == 4
+
+
+@ONE_MODE
+@pytest.mark.clause("SB-7.1.3-1", "SB-I-9")
+def test_exited_worker_is_restarted_whatever_its_exit(bus):
+    d = bus.start(instances=2)
+    c = bus.client()
+    (sid0, pid0), (sid1, pid1) = sessions_on_distinct_workers(c, 2)
+    log = bus.worker_log()
+    t0 = time.monotonic_ns()
+    exit_via(c, sid0, 0)  # a clean exit is unexpected too (SB-I-9)
+    exit_via(c, sid1, signal_name="KILL")
+    new = wait_until(lambda: (lambda s: s if len(s) >= 2 else None)(starts(log, t0)), RESTART_WAIT,
+                     "two workers started again after one exited 0 and one was killed")
+    new_pids = {r.pid for r in new}
+    assert not new_pids & {pid0, pid1}
+    wait_until(lambda: new_pids <= set(procinfo.live_children(d.pid)), WAIT, "the new workers running")
+    # both slots serve again
+    assert {pid_of(c.request(session=f"n{i}")) for i in range(2)} == new_pids
+
+
+@ONE_MODE
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.clause("SB-7.1.3-2", "SB-I-9", "SB-X-6", "SB-X-7")
+def test_restart_delays_double_up_to_the_cap(bus):
+    base, cap = 50, 300  # delays 50, 100, 200, then capped: 300, 300
+    bus.start({"limits": {"restart_backoff_ms": base, "restart_backoff_max_ms": cap,
+                          "max_restarts": 5, "restart_window_sec": 60}},
+              pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
+    log = bus.worker_log("crashy")
+    log.wait_count(lambda r: r.kind == "start", 6, 10, "'start' (six starts: five restarts)")
+    recs = log.records()
+    gaps = []
+    for prev_exit, nxt in zip([r for r in recs if r.kind == "exit"], starts(log)[1:]):
+        gaps.append((nxt.t_ns - prev_exit.t_ns) / 1e6)
+    expected = [min(base * 2 ** k, cap) for k in range(5)]
+    for k, (g, e) in enumerate(zip(gaps, expected)):
+        assert e * 0.95 <= g <= e + 80, f"restart {k + 1}: delay {g:.0f} ms, expected {e} ms; all: {gaps}"
+    assert gaps[1] > 1.5 * gaps[0] and gaps[2] > 1.5 * gaps[1], f"delays do not grow exponentially: {gaps}"
+
+
+@SLOW
+@ONE_MODE
+@pytest.mark.timeout(120)
+@pytest.mark.clause("SB-7.1.3-2")
+def test_restart_delays_grow_exponentially_by_default(bus):
+    # No backoff setting: whatever the daemon's own schedule, each delay
+    # between a crash and the next start is clearly longer than the last.
+    bus.start(pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
+    log = bus.worker_log("crashy")
+    log.wait_count(lambda r: r.kind == "start", 4, 90, "'start' (four starts: three restarts)")
+    recs = log.records()
+    gaps = [(nxt.t_ns - ex.t_ns) / 1e6
+            for ex, nxt in zip([r for r in recs if r.kind == "exit"], starts(log)[1:])]
+    assert gaps[1] >= 1.5 * gaps[0] and gaps[2] >= 1.5 * gaps[1], \
+        f"restart delays (ms) do not grow exponentially: {gaps}"
+
+
+@ONE_MODE
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.clause("SB-7.1.3-3", "SB-I-10", "SB-8.3-3", "SB-X-6")
+def test_worker_stays_stopped_after_max_restarts(bus):
+    d = bus.start({"limits": {"restart_backoff_ms": 20, "restart_backoff_max_ms": 20,
+                              "max_restarts": 3, "restart_window_sec": 60}},
+                  pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"]),
+                         bus.pool("ok", 1)])
+    log = bus.worker_log("crashy")
+    log.wait_count(lambda r: r.kind == "exit", 4, WAIT, "'exit' (four exits: three restarts)")
+    wait_log(d, "ERROR", any_of=("crashy",))  # SB-I-10: the give-up is logged as an error
+    with pytest.raises(DaemonTimeout):  # 25 restart delays: a fifth start would be here by now
+        log.wait_count(lambda r: r.kind == "start", 5, 0.5)
+    assert len(log.select("start")) == 4
+    c = bus.client()  # the daemon keeps serving with the others
+    assert c.request()["result"]["pool"] == "ok"
+
+
+@ONE_MODE
+@pytest.mark.clause("SB-7.1.3-3", "SB-I-10", "SB-8.3-3", "SB-7.1.2-1")
+def test_max_restarts_zero_never_restarts(bus):
+    d = bus.start({"limits": {"max_restarts": 0}}, pools=[bus.pool("once", 1), bus.pool("ok", 1)])
+    c = bus.client()
+    sid = session_in_pool(c, "once")
+    log = bus.worker_log("once")
+    pid = log.pids()[0]
+    exit_via(c, sid, 0)
+    wait_until(lambda: gone(pid), WAIT, "the worker exited and reaped")
+    wait_log(d, "ERROR", any_of=("once",))
+    with pytest.raises(DaemonTimeout):  # longer than our default first restart delay (1 s)
+        log.wait_count(lambda r: r.kind == "start", 2, 1.5)
+    for i in range(3):
+        assert c.request(session=f"after{i}")["result"]["pool"] == "ok"
+
+
+@ONE_MODE
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.clause("SB-I-10", "SB-7.1.3-3")
+def test_restarts_outside_the_window_do_not_count(bus):
+    # max_restarts 1 per 1 s window: a worker that crashes every 1.1 s is
+    # restarted every time, one that crashes at once is given up on.
+    d = bus.start({"limits": {"restart_backoff_ms": 20, "restart_backoff_max_ms": 20,
+                              "max_restarts": 1, "restart_window_sec": 1}},
+                  pools=[bus.pool("slow", 1, args=["--mode", "crash", "--crash-after-ms", "1100"]),
+                         bus.pool("fast", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
+    fast, slow = bus.worker_log("fast"), bus.worker_log("slow")
+    fast.wait_count(lambda r: r.kind == "exit", 2, WAIT, "'exit' (second crash of the fast one)")
+    wait_log(d, "ERROR", any_of=("fast",))
+    slow.wait_count(lambda r: r.kind == "start", 3, 2 * 1.1 + WAIT,
+                    "'start' (a third start: restarts more than restart_window_sec apart)")
+    assert len(fast.select("start")) == 2, "the worker crashing at once was restarted twice within 1 s"
+
+
+@ONE_MODE
+@pytest.mark.clause("SB-I-39")
+def test_worker_that_closes_its_stdin_is_failed_and_restarted(bus):
+    script = bus.workdir / "closer.py"
+    script.write_text(CLOSER)
+    logpath = bus.workdir / "closer.log"
+    d = bus.start(pools=[{"id": "closer", "command": sys.executable,
+                          "args": [str(script), str(logpath)], "instances": 1}])
+    log = bus.worker_log("closer")
+    first = log.wait_for(lambda r: r.kind == "start", WAIT, "'start' of the script worker")
+    c = bus.client()
+    assert c.request(session="s")["result"]["pid"] == first.pid
+    # it answers, then closes its stdin and keeps running
+    assert c.request("close-stdin", session="s")["result"]["pid"] == first.pid
+    c.notify("poke", session="s")  # a write to it fails with EPIPE, if nothing noticed before
+    wait_log(d, "ERROR", any_of=(first.pid, "closer"))
+    log.wait_for(lambda r: r.kind == "signal" and r.pid == first.pid, WAIT, "SIGTERM to that worker")
+    wait_until(lambda: [r for r in log.select("start") if r.pid != first.pid], RESTART_WAIT,
+               "the worker restarted")
+
+
+CLOSER = textwrap.dedent(r'''
+    import json, os, signal, sys, time
+    LOG = sys.argv[1]
+    def rec(kind, raw=b""):
+        with open(LOG, "ab") as f:
+            f.write(b"%d %d - %s %s\n" % (time.monotonic_ns(), os.getpid(), kind.encode(), raw))
+    def on_term(signo, frame):
+        rec("signal", b"TERM")
+        rec("exit", b"0")
+        os._exit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    rec("start", b"closer")
+    buf = b""
+    while True:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            rec("in", line)
+            msg = json.loads(line)
+            if "id" not in msg:
+                continue
+            out = {"jsonrpc": "2.0", "id": msg["id"], "result": {"pid": os.getpid()}}
+            if "sessionId" in msg:
+                out["sessionId"] = msg["sessionId"]
+            data = json.dumps(out).encode()
+            os.write(1, data + b"\n")
+            rec("out", data)
+            if msg.get("method") == "close-stdin":
+                os.close(0)
+                while True:
+                    signal.pause()
+    rec("exit", b"0")
+''')
+
+
+# =========================================================================================
+# 7.2 Client disconnect handling
+# =========================================================================================
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-7.2-1", "SB-3.4-5")
+def test_client_disconnect_invalidates_its_sessions(bus):
+    d = bus.start(instances=1)
+    a, a_link = tracked_client(bus)
+    b = bus.client()
+    a.request(session="theirs")
+    b.request(session="mine")
+    a.close()
+    wait_link_closed(d, a_link)
+    # the worker's notifications for the departed client's session go nowhere...
+    emit_via(b, "mine", cross_note("theirs", "ORPHANED"))
+    assert not any(b"ORPHANED" in x for x in b.sync(session="mine")), \
+        "a notification for a departed client's session reached another client"
+    # ...and the sessionId can be taken by another client
+    assert b.request(session="theirs", timeout=2)["sessionId"] == "theirs"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-7.2-2", "SB-I-23", "SB-6.3.1-4")
+def test_late_response_for_a_departed_client_reaches_no_one(bus):
+    d = bus.start(instances=1)
+    a, a_link = tracked_client(bus)
+    a.send_json({"jsonrpc": "2.0", "id": "late-1", "method": "test/slow",
+                 "params": {"mock": {"no_reply": True}}})
+    bus.worker_log().wait_received(b'"late-1"')
+    a.close()
+    wait_link_closed(d, a_link)
+    b = bus.client()  # may well get the departed client's fd number
+    b.sync()
+    since = len(d.stderr_lines())
+    # now the worker answers the departed client's request
+    b.notify("test/emit", params={"mock": {
+        "emit": '{"jsonrpc":"2.0","id":"late-1","result":{"marker":"LATE"}}\n'}})
+    assert b.sync() == [], "a response for a departed client reached a new client"
+    assert not any(b"LATE" in x for x in b.received)
+    wait_log(d, "WARN", since=since)
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-7.2-3")
+@pytest.mark.parametrize("who", ["client-closes", "daemon-closes"])
+def test_disconnected_clients_fd_is_closed(bus, who):
+    d = bus.start(instances=1)
+    c, link = tracked_client(bus)
+    c.request(session="s")
+    if who == "client-closes":
+        c.close()
+    else:
+        c.send(b"{not json\n")
+        c.expect_closed()
+    wait_link_closed(d, link)
+
+
+# =========================================================================================
+# Slow: the defaults of 8.1 that take tens of seconds (SB_CONFORMANCE_SLOW=1)
+# =========================================================================================
+@SLOW
+@pytest.mark.timeout(120)
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-8.1-5")
+def test_default_drain_timeout_is_30_seconds(bus):
+    d = bus.start({"limits": {"drain_timeout_sec": None}},
+                  pools=[bus.pool("stubborn", 1, args=["--ignore-sigterm", "--on-eof", "stay"])])
+    log = bus.worker_log("stubborn")
+    pid = log.pids()[0]
+    d.signal(signal.SIGTERM)
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, WAIT, "SIGTERM to the worker")
+    wait_until(lambda: gone(pid), 30 + WAIT, "the worker killed after the default drain_timeout_sec")
+    waited = (time.monotonic_ns() - term.t_ns) / 1e9
+    assert 29.0 <= waited <= 30 + 3, f"worker killed {waited:.1f} s after SIGTERM, expected 30 s"
+    assert d.wait_exit(WAIT) == 0
+
+
+@SLOW
+@pytest.mark.timeout(150)
+@pytest.mark.modes("unix")
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.clause("SB-8.1-4", "SB-I-10")
+def test_default_restart_window_is_60_seconds(bus):
+    # max_restarts 1. Each slot is crashed at once by a request, restarted,
+    # and its second instance crashes by itself: after 57 s (inside the
+    # 60 s window: given up) or after 62 s (outside it: restarted again).
+    bus.start({"limits": {"max_restarts": 1, "restart_backoff_ms": 20, "restart_backoff_max_ms": 20}},
+              pools=[bus.pool("inside", 1, args=["--crash-after-ms", "57000", "--mode", "crash"]),
+                     bus.pool("outside", 1, args=["--crash-after-ms", "62000", "--mode", "crash"])])
+    c = bus.client()
+    for pool in ("inside", "outside"):
+        exit_via(c, session_in_pool(c, pool), 1)
+    inside, outside = bus.worker_log("inside"), bus.worker_log("outside")
+    inside.wait_count(lambda r: r.kind == "exit", 2, 57 + 2 * WAIT, "'exit' (the second crash, at 57 s)")
+    outside.wait_count(lambda r: r.kind == "exit", 2, 10 + 2 * WAIT, "'exit' (the second crash, at 62 s)")
+    outside.wait_count(lambda r: r.kind == "start", 3, WAIT, "'start' (restart outside the window)")
+    assert len(inside.select("start")) == 2, "a second restart within 60 s was allowed"

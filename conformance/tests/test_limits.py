@@ -1,0 +1,770 @@
+"""Queue overflow and resource limits (spec 7.3, 8): a line that does not fit
+max_input_buffer closes its connection, an output over max_output_queue
+pauses the input that feeds it and closes it after backpressure_timeout_sec,
+the defaults of 8.1 apply when nothing is configured, and the hard limits of
+8.2 admit exactly their number of connections, sessions, pending requests
+and bytes of sessionId and id.
+
+Backpressure is measured with a client that stops reading (a raw socket, so
+socket modes only: the harness always reads the stdio client) and with a
+worker that stops reading (every mode). What a worker has written is read
+from /proc/<pid>/io (wchar), the kernel's count of its write(2) bytes.
+"""
+
+import json
+import os
+import re
+import resource
+import selectors
+import socket
+import time
+
+import pytest
+
+from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, procinfo
+
+WAIT = 5.0
+# Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
+# closes their stdin, and a mock that exits at EOF first never logs the signal.
+STAY = ["--on-eof", "stay"]
+POLL = 0.005  # /proc and log files have no change notification: poll them
+
+SLOW = pytest.mark.skipif(os.environ.get("SB_CONFORMANCE_SLOW") != "1",
+                          reason="slow (tens of seconds): set SB_CONFORMANCE_SLOW=1 to run")
+
+MIB = 1 << 20
+
+
+# -- helpers ------------------------------------------------------------------------------
+def wait_until(predicate, timeout=WAIT, what="the condition"):
+    """Polls predicate until it returns a true value (returned) or the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise DaemonTimeout(f"{what}: not seen within {timeout:g} s")
+        time.sleep(POLL)
+
+
+_LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
+
+
+def log_lines(daemon, level, since=0, any_of=()):
+    """The daemon's own stderr lines at `level` (relayed mock diagnostics,
+    'mock_worker[...]', excluded) that name one of any_of."""
+    rx = re.compile(_LEVEL[level], re.I)
+    return [line for line in daemon.stderr_lines()[since:]
+            if rx.search(line) and "mock_worker[" not in line
+            and (not any_of or any(str(a) in line for a in any_of))]
+
+
+def wait_log(daemon, level, any_of=(), since=0, timeout=WAIT):
+    what = f"a daemon {level} line" + (f" naming one of {list(any_of)}" if any_of else "")
+    return wait_until(lambda: log_lines(daemon, level, since, any_of), timeout, what)[0]
+
+
+def wchar(pid):
+    """Bytes pid has passed to write(2) so far (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    raise HarnessError(f"no wchar in /proc/{pid}/io")
+
+
+def socket_links(pid):
+    return {v for v in procinfo.fds(pid).values() if v.startswith("socket:")}
+
+
+def padded_request(total, marker, **fields):
+    """A request line of exactly `total` bytes, newline included, that the
+    mock does not answer (its answer would echo the padding)."""
+    msg = {"jsonrpc": "2.0", "id": marker, "method": "test/pad", **fields,
+           "params": {"mock": {"no_reply": True}, "pad": ""}}
+    skeleton = len(json.dumps(msg, separators=(",", ":")).encode()) + 1
+    if total < skeleton:
+        raise HarnessError(f"cannot pad a request to {total} bytes")
+    msg["params"]["pad"] = "x" * (total - skeleton)
+    line = json.dumps(msg, separators=(",", ":")).encode() + b"\n"
+    assert len(line) == total
+    return line
+
+
+def send_expecting_close(client, data):
+    """Sends data the daemon may stop reading half-way (it closes us)."""
+    try:
+        client.send(data)
+    except ConnectionClosed:
+        pass
+
+
+class RawClient:
+    """A socket client that reads only when told to, so the daemon's output
+    queue for it can fill up. rcvbuf shrinks the kernel's receive buffer."""
+
+    def __init__(self, bus, name="raw", rcvbuf=None):
+        d = bus.daemon
+        self.recorder, self.name = bus.recorder, name
+        family = socket.AF_UNIX if d.mode == "unix" else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(WAIT)
+        self.sock.connect(d.address)
+        self.recorder.note(f"{name}: connected (reads only when the test says so)")
+        self.buf = b""
+        self.eof = False
+
+    def send(self, data):
+        self.recorder.add(f"{self.name} -> daemon", data[:4096])
+        self.sock.sendall(data)
+
+    def read_lines(self, count, timeout=WAIT):
+        """Reads until `count` lines have arrived; returns them."""
+        deadline = time.monotonic() + timeout
+        lines = []
+        while len(lines) < count:
+            nl = self.buf.find(b"\n")
+            if nl >= 0:
+                lines.append(self.buf[:nl + 1])
+                self.buf = self.buf[nl + 1:]
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0 or self.eof:
+                raise DaemonTimeout(f"{self.name}: {len(lines)} of {count} lines within {timeout:g} s"
+                                    + (" (connection closed)" if self.eof else ""))
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(1 << 20)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.eof = True
+            self.buf += data
+        return lines
+
+    def read_to_eof(self, timeout=WAIT):
+        """Reads and discards until the daemon closes the connection."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DaemonTimeout(f"{self.name}: the daemon did not close the connection "
+                                    f"within {timeout:g} s")
+            self.sock.settimeout(left)
+            try:
+                if not self.sock.recv(1 << 20):
+                    return
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                return
+
+    def close(self):
+        self.sock.close()
+
+
+def fill_line(session, size):
+    """A worker notification of `size` bytes (newline included) for session."""
+    head = '{"jsonrpc":"2.0","method":"test/fill","sessionId":"%s","params":{"pad":"' % session
+    tail = '"}}\n'
+    return head + "x" * (size - len(head) - len(tail)) + tail
+
+
+def flood_request(session, line, repeat):
+    """A notification that makes the session's worker write `line` `repeat`
+    times in a row (params.mock.emit), creating the session on the way."""
+    return json.dumps({"jsonrpc": "2.0", "method": "test/flood", "sessionId": session,
+                       "params": {"mock": {"emit": line, "emit_repeat": repeat}}}).encode() + b"\n"
+
+
+# =========================================================================================
+# 7.3.2 Input buffer overflow, 8.3-1, SB-I-16
+# =========================================================================================
+LIMIT = 4096
+
+
+@pytest.mark.clause("SB-7.3.2-1", "SB-8.3-1", "SB-I-16")
+def test_client_line_that_fills_max_input_buffer_exactly_is_accepted(bus):
+    bus.start({"limits": {"max_input_buffer": LIMIT}}, instances=1)
+    c = bus.client()
+    line = padded_request(LIMIT, "fits")
+    c.send(line)
+    assert bus.worker_log().wait_received(b'"fits"').line == line
+    c.sync()  # still connected
+
+
+@pytest.mark.clause("SB-7.3.2-1", "SB-7.3.2-2", "SB-8.3-1", "SB-I-16")
+def test_client_line_one_byte_over_max_input_buffer_closes_the_client(bus):
+    d = bus.start({"limits": {"max_input_buffer": LIMIT}}, instances=1)
+    c = bus.client()
+    c.sync()
+    since = len(d.stderr_lines())
+    send_expecting_close(c, padded_request(LIMIT + 1, "over"))
+    c.expect_closed()
+    wait_log(d, "ERROR", since=since)
+    assert not any(b'"over"' in x for x in bus.worker_log().received())
+
+
+@pytest.mark.clause("SB-7.3.2-1", "SB-I-16")
+def test_client_overflow_is_detected_before_the_newline(bus):
+    bus.start({"limits": {"max_input_buffer": LIMIT}}, instances=1)
+    c = bus.client()
+    c.sync()
+    # max_input_buffer bytes and no newline yet: no line can fit any more
+    send_expecting_close(c, padded_request(LIMIT + 1, "over")[:LIMIT])
+    c.expect_closed()
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-7.3.2-1")
+def test_client_overflow_leaves_other_clients_alone(bus):
+    bus.start({"limits": {"max_input_buffer": LIMIT}}, instances=1)
+    bad, good = bus.client(), bus.client()
+    good.request(session="kept")
+    send_expecting_close(bad, padded_request(2 * LIMIT, "over"))
+    bad.expect_closed()
+    assert good.request(session="kept")["sessionId"] == "kept"
+
+
+@pytest.mark.clause("SB-7.3.2-1", "SB-7.3.2-2", "SB-8.3-1", "SB-I-16", "SB-5.3-1", "SB-5.3-3")
+@pytest.mark.parametrize("size", [LIMIT, LIMIT + 1], ids=["fits", "one-over"])
+def test_worker_line_longer_than_max_input_buffer_fails_the_worker(bus, size):
+    # the mock writes exactly `size - 1` bytes and a newline in answer to its first request
+    d = bus.start({"limits": {"max_input_buffer": LIMIT}},
+                  pools=[bus.pool("wide", 1, args=["--mode", "bad", "--bad", "longline",
+                                                   "--bytes", str(size - 1)] + STAY)])
+    c = bus.client()
+    log = bus.worker_log("wide")
+    pid = log.pids()[0]
+    since = len(d.stderr_lines())
+    c.send_json({"jsonrpc": "2.0", "id": "long", "method": "test/long"})
+    if size <= LIMIT:
+        got = c.recv_line()
+        assert len(got) == size and got == log.wait_sent(b'"pad"').line
+        return
+    wait_log(d, "ERROR", any_of=(pid, "wide"), since=since)
+    log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, WAIT, "SIGTERM to the worker")
+    with pytest.raises(DaemonTimeout):
+        c.recv_line(timeout=0.3)
+
+
+# =========================================================================================
+# 7.3.1 Output queue overflow (backpressure), 8.3-2, 8.3-4, SB-I-17
+# =========================================================================================
+CAP = 64 * 1024
+FILL = 16 * 1024      # bytes per flood line
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-7.3.1-1", "SB-7.3.1-3", "SB-8.3-2", "SB-I-17")
+def test_client_that_stops_reading_pauses_the_worker_until_it_reads(bus):
+    total = 16 * MIB
+    repeat = total // FILL
+    bus.start({"limits": {"max_output_queue": CAP}}, instances=1)
+    pid = bus.worker_pids()[0]
+    r = RawClient(bus, rcvbuf=4096)
+    try:
+        w0 = wchar(pid)
+        r.send(flood_request("bp", fill_line("bp", FILL), repeat))
+        # the worker gets going, then is paused: it never gets its 16 MiB out
+        wait_until(lambda: wchar(pid) - w0 > CAP, WAIT, "the worker writing its flood")
+        with pytest.raises(DaemonTimeout):
+            wait_until(lambda: wchar(pid) - w0 >= total, 0.5, "the whole flood written")
+        written = wchar(pid) - w0
+        if bus.mode == "unix":  # TCP buffers are too elastic for a bound
+            assert written < CAP + 2 * MIB, \
+                f"the worker wrote {written} bytes for a client that reads nothing (cap {CAP})"
+        # reading resumes the worker: everything arrives, whole and in order
+        lines = r.read_lines(repeat, timeout=20)
+        assert set(lines) == {fill_line("bp", FILL).encode()}
+        wait_until(lambda: wchar(pid) - w0 >= total, WAIT, "the whole flood written")
+    finally:
+        r.close()
+
+
+@pytest.mark.clause("SB-7.3.1-1", "SB-8.3-2", "SB-I-17")
+def test_worker_that_stops_reading_pauses_the_client(bus):
+    # the worker reads one message and no more
+    bus.start({"limits": {"max_output_queue": CAP}},
+              pools=[bus.pool("p", 1, args=["--stall", "read", "--stall-after", "1"])])
+    c = bus.client()
+    c.request(session="s")
+    note = json.dumps({"jsonrpc": "2.0", "method": "test/fill", "sessionId": "s",
+                       "params": {"pad": "x" * FILL}}).encode() + b"\n"
+    # up to 64 MiB, far more than the cap plus any kernel buffer: the daemon
+    # must stop reading us
+    sent, deadline = 0, time.monotonic() + 1.0
+    with pytest.raises(DaemonTimeout):
+        while sent < 64 * MIB:
+            c.send(note, timeout=max(0.01, deadline - time.monotonic()))
+            sent += len(note)
+    if bus.mode != "tcp":  # TCP buffers are too elastic for a bound
+        assert sent < CAP + MIB, f"the daemon read {sent} bytes for a worker that reads nothing (cap {CAP})"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-7.3.1-4", "SB-8.3-4", "SB-I-17", "SB-7.2-3")
+def test_client_over_the_cap_for_backpressure_timeout_is_closed(bus):
+    total = 64 * MIB
+    d = bus.start({"limits": {"max_output_queue": CAP, "backpressure_timeout_sec": 1}}, instances=1)
+    pid = bus.worker_pids()[0]
+    before = socket_links(d.pid)
+    r = RawClient(bus, rcvbuf=4096)
+    try:
+        t0 = time.monotonic()
+        r.send(flood_request("bp", fill_line("bp", FILL), total // FILL))
+        link = wait_until(lambda: (lambda s: next(iter(s)) if len(s) == 1 else None)(
+            socket_links(d.pid) - before), WAIT, "the daemon's fd for the raw client")
+        wait_until(lambda: link not in set(procinfo.fds(d.pid).values()), 1 + WAIT,
+                   "the daemon closing the client stalled for backpressure_timeout_sec")
+        waited = time.monotonic() - t0
+        assert waited >= 0.8, f"closed after {waited:.2f} s, before backpressure_timeout_sec (1 s)"
+        r.read_to_eof()
+    finally:
+        r.close()
+    # the worker is not paused for ever: it serves others
+    c = bus.client()
+    assert c.request(timeout=10)["result"]["pid"] == pid
+
+
+@pytest.mark.modes("stdio")  # the client side of this is tested in every mode above
+@pytest.mark.clause("SB-7.3.1-4", "SB-8.3-4", "SB-I-17")
+def test_worker_over_the_cap_for_backpressure_timeout_is_terminated_and_restarted(bus):
+    bus.start({"limits": {"max_output_queue": CAP, "backpressure_timeout_sec": 1}},
+              pools=[bus.pool("stuck", 1, args=["--stall", "read", "--stall-after", "1"] + STAY),
+                     bus.pool("ok", 1)])
+    c = bus.client()
+    log = bus.worker_log("stuck")
+    stuck = log.pids()[0]
+    sid = next(f"s{i}" for i in range(16)
+               if c.request(session=f"s{i}")["result"]["pool"] == "stuck")
+    note = json.dumps({"jsonrpc": "2.0", "method": "test/fill", "sessionId": sid,
+                       "params": {"pad": "x" * FILL}}).encode() + b"\n"
+    t0 = time.monotonic_ns()
+    # blocks until the daemon gives up on the stuck worker and reads us again
+    c.send(note * (8 * MIB // len(note)), timeout=1 + 2 * WAIT)
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == stuck, WAIT, "SIGTERM to the stuck worker")
+    waited = (term.t_ns - t0) / 1e9
+    assert waited >= 0.8, f"terminated after {waited:.2f} s, before backpressure_timeout_sec (1 s)"
+    wait_until(lambda: [p for p in log.pids() if p != stuck], 10, "the stuck worker restarted")
+
+
+# =========================================================================================
+# 8.1 Default values
+# =========================================================================================
+@pytest.mark.clause("SB-8.1-1")
+def test_default_max_input_buffer_is_one_mebibyte(bus):
+    bus.start(instances=1)  # no max_input_buffer configured
+    c = bus.client()
+    line = padded_request(MIB, "mib")
+    c.send(line)
+    assert bus.worker_log().wait_received(b'"mib"').line == line
+    c.sync()
+    send_expecting_close(c, padded_request(MIB + 1, "over"))
+    c.expect_closed()
+    assert not any(b'"over"' in x for x in bus.worker_log().received())
+
+
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-8.1-2")
+def test_default_max_output_queue_is_four_mebibytes(bus):
+    # unix mode: the kernel's buffers on the way are small and known (a
+    # 64 KiB pipe, ~200 KiB of socket buffer)
+    default, slack = 4 * MIB, MIB
+    total = default + 3 * MIB
+    bus.start(instances=1)  # no max_output_queue configured
+    pid = bus.worker_pids()[0]
+    r = RawClient(bus)
+    try:
+        w0 = wchar(pid)
+        r.send(flood_request("bp", fill_line("bp", 64 * 1024), total // (64 * 1024)))
+        wait_until(lambda: wchar(pid) - w0 >= default, WAIT,
+                   "the worker writing 4 MiB for a client that reads nothing")
+        with pytest.raises(DaemonTimeout):
+            wait_until(lambda: wchar(pid) - w0 >= default + slack, 0.5, "more than 5 MiB written")
+    finally:
+        r.close()
+
+
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-8.1-3", "SB-I-10", "SB-X-6")
+def test_default_max_restarts_is_five(bus):
+    d = bus.start({"limits": {"restart_backoff_ms": 10, "restart_backoff_max_ms": 10}},
+                  pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
+    log = bus.worker_log("crashy")
+    log.wait_count(lambda r: r.kind == "exit", 6, WAIT, "'exit' (six exits: five restarts)")
+    wait_log(d, "ERROR", any_of=("crashy",))
+    with pytest.raises(DaemonTimeout):  # 50 restart delays
+        log.wait_count(lambda r: r.kind == "start", 7, 0.5)
+
+
+@SLOW
+@pytest.mark.timeout(150)
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-8.1-3")
+def test_default_max_restarts_is_five_at_the_default_pace(bus):
+    # No restart setting at all: five restarts at the daemon's own pace, then none.
+    d = bus.start(pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
+    log = bus.worker_log("crashy")
+    log.wait_count(lambda r: r.kind == "exit", 6, 120, "'exit' (six exits: five restarts)")
+    wait_log(d, "ERROR", any_of=("crashy",))
+    with pytest.raises(DaemonTimeout):
+        log.wait_count(lambda r: r.kind == "start", 7, 2.0)
+
+
+@SLOW
+@pytest.mark.timeout(150)
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-8.1-6")
+def test_default_backpressure_timeout_is_60_seconds(bus):
+    d = bus.start({"limits": {"max_output_queue": CAP}}, instances=1)
+    before = socket_links(d.pid)
+    r = RawClient(bus)
+    try:
+        t0 = time.monotonic()
+        r.send(flood_request("bp", fill_line("bp", FILL), 16 * MIB // FILL))
+        link = wait_until(lambda: (lambda s: next(iter(s)) if len(s) == 1 else None)(
+            socket_links(d.pid) - before), WAIT, "the daemon's fd for the raw client")
+        wait_until(lambda: link not in set(procinfo.fds(d.pid).values()), 60 + WAIT,
+                   "the daemon closing the stalled client")
+        waited = time.monotonic() - t0
+        assert 59 <= waited <= 60 + 3, f"closed after {waited:.1f} s, expected 60 s"
+    finally:
+        r.close()
+
+
+# =========================================================================================
+# 8.2 Hard-coded limits
+# =========================================================================================
+MAX_CONNECTIONS = 1024
+MAX_SESSIONS = 1024
+MAX_PENDING = 4096
+
+
+def _need_fds(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        if hard != resource.RLIM_INFINITY and hard < n:
+            raise HarnessError(f"the harness needs {n} file descriptors, RLIMIT_NOFILE hard is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+
+
+class Herd:
+    """Many raw connections, each asked one question, answered in bulk."""
+
+    def __init__(self, daemon, n, prefix):
+        self.daemon, self.prefix = daemon, prefix
+        family = socket.AF_UNIX if daemon.mode == "unix" else socket.AF_INET
+        self.socks = []
+        for _ in range(n):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.settimeout(WAIT)
+            self.socks.append(s)
+            deadline = time.monotonic() + WAIT
+            while True:
+                try:
+                    s.connect(daemon.address)
+                    break
+                except BlockingIOError:  # unix: the listen backlog is full for now
+                    if time.monotonic() >= deadline:
+                        raise DaemonTimeout("the daemon does not accept connections") from None
+                    time.sleep(POLL)
+
+    def ask(self, indexes, timeout=10):
+        """Sends one request on each of the given connections; returns the
+        set of indexes that got their answer before the deadline, and the set
+        the daemon closed."""
+        answered, closed, bufs = set(), set(), {}
+        sel = selectors.DefaultSelector()
+        for i in indexes:
+            try:
+                self.socks[i].sendall(json.dumps({"jsonrpc": "2.0", "id": f"{self.prefix}-{i}",
+                                                  "method": "test/herd"}).encode() + b"\n")
+            except OSError:  # EPIPE, ECONNRESET: the daemon closed it already
+                closed.add(i)
+                continue
+            self.socks[i].setblocking(False)
+            sel.register(self.socks[i], selectors.EVENT_READ, i)
+        deadline = time.monotonic() + timeout
+        while len(answered) + len(closed) < len(indexes):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for key, _ in sel.select(left):
+                i = key.data
+                try:
+                    data = key.fileobj.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    closed.add(i)
+                    sel.unregister(key.fileobj)
+                    continue
+                bufs[i] = bufs.get(i, b"") + data
+                if f'"{self.prefix}-{i}"'.encode() in bufs[i] and b"\n" in bufs[i]:
+                    answered.add(i)
+                    sel.unregister(key.fileobj)
+        sel.close()
+        for i in indexes:
+            self.socks[i].setblocking(True)
+        return answered, closed
+
+    def close(self, i=None):
+        for s in (self.socks if i is None else [self.socks[i]]):
+            s.close()
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-8.2-1", "SB-4.1.2-2")
+def test_daemon_serves_1024_connections_and_no_more(bus):
+    _need_fds(MAX_CONNECTIONS + 256)
+    d = bus.start(instances=2)
+    herd = Herd(d, MAX_CONNECTIONS, "c")
+    try:
+        answered, _ = herd.ask(range(MAX_CONNECTIONS))
+        assert len(answered) == MAX_CONNECTIONS, \
+            f"only {len(answered)} of {MAX_CONNECTIONS} concurrent connections were served"
+        extra = Herd(d, 1, "extra")
+        try:
+            answered, _ = extra.ask([0], timeout=1.0)
+            assert not answered, f"connection {MAX_CONNECTIONS + 1} was served"
+        finally:
+            extra.close()
+        # the limit is on connections at once: one leaves, a new one is served
+        before = len(procinfo.fds(d.pid))
+        herd.close(0)
+        wait_until(lambda: len(procinfo.fds(d.pid)) < before, WAIT, "the daemon closing a departed client")
+        again = Herd(d, 1, "again")
+        try:
+            assert again.ask([0])[0] == {0}, "a new connection was not served after one left"
+        finally:
+            again.close()
+    finally:
+        herd.close()
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-18")
+def test_connection_beyond_the_limit_is_closed_at_once_with_a_warning(bus):
+    _need_fds(MAX_CONNECTIONS + 256)
+    d = bus.start(instances=1)
+    herd = Herd(d, MAX_CONNECTIONS, "c")
+    try:
+        assert len(herd.ask(range(0, MAX_CONNECTIONS, 64))[0]) == MAX_CONNECTIONS // 64
+        since = len(d.stderr_lines())
+        extra = Herd(d, 1, "extra")
+        try:
+            answered, closed = extra.ask([0], timeout=WAIT)
+            assert closed == {0} and not answered, "the connection over the limit was not closed"
+        finally:
+            extra.close()
+        wait_log(d, "WARN", since=since)
+    finally:
+        herd.close()
+
+
+def session_requests(prefix, n, start=0):
+    return b"".join(json.dumps({"jsonrpc": "2.0", "id": f"{prefix}-{i}", "method": "test/s",
+                                "sessionId": f"{prefix}-{i}"}).encode() + b"\n"
+                    for i in range(start, start + n))
+
+
+def sessionless_requests(prefix, n):
+    return b"".join(json.dumps({"jsonrpc": "2.0", "id": f"{prefix}-{i}", "method": "test/n"}).encode()
+                    + b"\n" for i in range(n))
+
+
+def answered_ids(lines):
+    return {json.loads(x)["id"] for x in lines}
+
+
+def fill_sessions(c, n, prefix="sess"):
+    """Opens n sessions (one request each, pipelined), with sessionless
+    traffic in between, which must not use up session slots (SB-6.1.3-2)."""
+    half = n // 2
+    c.send(session_requests(prefix, half))
+    c.send(sessionless_requests("nosession", 32))
+    c.send(session_requests(prefix, n - half, start=half))
+    lines = c.sync(timeout=10)
+    want = {f"{prefix}-{i}" for i in range(n)} | {f"nosession-{i}" for i in range(32)}
+    got = answered_ids(lines)
+    assert got == want, f"{len(want - got)} of {n} sessions (or sessionless requests) were not served"
+
+
+@pytest.mark.clause("SB-8.2-2", "SB-6.1.3-2")
+def test_daemon_holds_1024_sessions_and_no_more(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    fill_sessions(c, MAX_SESSIONS)
+    # the 1025th new session is not created: its message reaches no worker
+    c.send_json({"jsonrpc": "2.0", "id": "one-too-many", "method": "test/s", "sessionId": "one-too-many"})
+    try:
+        c.sync(session="sess-0")
+    except ConnectionClosed:
+        pass  # closing the client also keeps the table at 1024 (the reaction is SB-I-18's)
+    assert not any(b"one-too-many" in x for x in bus.worker_log().received())
+
+
+@pytest.mark.clause("SB-I-18")
+def test_message_beyond_the_session_table_is_discarded_and_the_client_kept(bus):
+    d = bus.start(instances=1)
+    c = bus.client()
+    fill_sessions(c, MAX_SESSIONS)
+    since = len(d.stderr_lines())
+    c.send_json({"jsonrpc": "2.0", "id": "one-too-many", "method": "test/s", "sessionId": "one-too-many"})
+    assert c.sync(session="sess-0") == []
+    wait_log(d, "WARN", since=since)
+    assert c.request(session="sess-1")["sessionId"] == "sess-1"  # existing sessions still work
+
+
+def fill_pending(c, log, n):
+    """n requests the worker never answers (pipelined), all delivered."""
+    c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"pend-{i}", "method": "test/p",
+                                "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
+                    for i in range(n)))
+    log.wait_count(lambda r: r.kind == "in" and b'"pend-' in r.raw, n, 10,
+                   f"requests received by the worker ({n} sent)")
+
+
+def answer_all(c, ids, expect):
+    """Makes the one worker answer every id in ids (in order); returns the
+    ids of the responses the client got: `expect` of them, then whatever came
+    before a sentinel sent once the table had room again."""
+    emit = "".join(json.dumps({"jsonrpc": "2.0", "id": i, "result": "late"}) + "\n" for i in ids)
+    c.notify("test/answer", params={"mock": {"emit": emit}})
+    got = [c.recv_line(timeout=10) for _ in range(expect)]
+    return answered_ids(got + c.sync())
+
+
+@pytest.mark.clause("SB-8.2-3")
+def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    log = bus.worker_log()
+    fill_pending(c, log, MAX_PENDING)
+    c.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
+                 "params": {"mock": {"no_reply": True}}})
+    ids = [f"pend-{i}" for i in range(MAX_PENDING)] + ["pend-over"]
+    try:
+        got = answer_all(c, ids, MAX_PENDING)
+    except ConnectionClosed:
+        pytest.fail("the daemon closed the client instead of tracking its 4096 requests")
+    missing = set(ids[:-1]) - got
+    assert not missing, f"{len(missing)} of {MAX_PENDING} pending requests lost their response"
+    assert "pend-over" not in got, "a 4097th pending request was tracked"
+
+
+@pytest.mark.clause("SB-I-18")
+def test_request_beyond_the_pending_table_is_discarded_and_the_client_kept(bus):
+    d = bus.start(instances=1)
+    c = bus.client()
+    log = bus.worker_log()
+    fill_pending(c, log, MAX_PENDING)
+    since = len(d.stderr_lines())
+    c.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
+                 "params": {"mock": {"no_reply": True}}})
+    c.notify("test/marker")
+    log.wait_received(b'"test/marker"')
+    assert not any(b'"pend-over"' in x for x in log.received()), "the 4097th request was forwarded"
+    wait_log(d, "WARN", since=since)
+    answer_all(c, [f"pend-{i}" for i in range(MAX_PENDING)], MAX_PENDING)
+    assert c.request()["result"]["method"] == "echo"  # the table frees up
+
+
+def over_limit_dropped(bus, c, line, marker):
+    """Sends a line whose routing field is one byte too long; true when no
+    worker received it (whether or not the daemon closed the client)."""
+    send_expecting_close(c, line)
+    try:
+        c.sync(session="anchor")
+    except ConnectionClosed:
+        pass
+    return not any(marker in x for x in bus.worker_log().received())
+
+
+@pytest.mark.clause("SB-8.2-4")
+def test_session_id_of_256_bytes_is_accepted_and_257_is_not(bus):
+    bus.start(instances=2)
+    c = bus.client()
+    c.request(session="anchor")
+    ok = "S" * 256
+    resp = c.request(session=ok, params={"mock": {"notify": 1}})
+    assert resp["sessionId"] == ok
+    notes = [x for x in c.sync(session=ok) + c.received if b"notifications/progress" in x]
+    assert notes and json.loads(notes[0])["sessionId"] == ok, "the worker's notification was not delivered"
+    over = json.dumps({"jsonrpc": "2.0", "id": "long-sid", "method": "test/s",
+                       "sessionId": "T" * 257}).encode() + b"\n"
+    assert over_limit_dropped(bus, c, over, b"T" * 257), "a 257-byte sessionId was routed"
+
+
+@pytest.mark.clause("SB-8.2-5")
+@pytest.mark.parametrize("kind", ["string", "number"])
+def test_request_id_of_128_bytes_is_accepted_and_129_is_not(bus, kind):
+    bus.start(instances=2)
+    c = bus.client()
+    c.request(session="anchor")
+    if kind == "string":
+        ok, over, token = "I" * 128, "J" * 129, b"J" * 129
+    else:
+        ok, over, token = int("7" * 128), int("8" * 129), b"8" * 129
+    assert c.request(id=ok)["id"] == ok
+    line = json.dumps({"jsonrpc": "2.0", "id": over, "method": "test/i"}).encode() + b"\n"
+    assert over_limit_dropped(bus, c, line, token), f"a 129-byte {kind} id was routed"
+
+
+@pytest.mark.clause("SB-I-18", "SB-4.3-2")
+@pytest.mark.parametrize("field", ["sessionId", "id"])
+def test_over_long_routing_field_closes_the_client(bus, field):
+    d = bus.start(instances=1)
+    c = bus.client()
+    c.sync()
+    since = len(d.stderr_lines())
+    value = "x" * (257 if field == "sessionId" else 129)
+    msg = {"jsonrpc": "2.0", "id": "r", "method": "test/long", field: value}
+    send_expecting_close(c, json.dumps(msg).encode() + b"\n")
+    c.expect_closed()
+    wait_log(d, "WARN", since=since)
+
+
+@pytest.mark.clause("SB-I-18", "SB-I-37")
+def test_session_id_length_is_measured_on_the_raw_token(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    c.sync()
+    # 256 raw bytes (\u0041 is 6 of them): accepted although it decodes to 226
+    ok = "\\u0041" * 6 + "A" * 220
+    c.send(('{"jsonrpc":"2.0","id":"raw-ok","method":"test/s","sessionId":"%s"}\n' % ok).encode())
+    assert c.recv_response("raw-ok")["sessionId"] == "A" * 226
+    # 257 raw bytes that decode to 227: too long
+    over = "\\u0041" * 6 + "A" * 221
+    send_expecting_close(c, ('{"jsonrpc":"2.0","id":"raw-over","method":"test/s","sessionId":"%s"}\n'
+                             % over).encode())
+    c.expect_closed()
+
+
+@pytest.mark.clause("SB-I-18", "SB-5.3-1", "SB-5.3-3")
+@pytest.mark.parametrize("field", ["sessionId", "id"])
+def test_over_long_routing_field_from_a_worker_fails_it(bus, field):
+    d = bus.start(pools=[bus.pool("wide", 1, args=STAY)])
+    c = bus.client()
+    c.request(session="s")
+    pid = bus.worker_pids("wide")[0]
+    if field == "sessionId":
+        bad = '{"jsonrpc":"2.0","method":"test/n","sessionId":"%s","params":{"m":"OVERLONG"}}\n' % ("x" * 257)
+    else:
+        bad = '{"jsonrpc":"2.0","id":"%s","result":{"m":"OVERLONG"},"sessionId":"s"}\n' % ("x" * 129)
+    c.notify("test/emit", session="s", params={"mock": {"emit": bad}})
+    wait_log(d, "ERROR", any_of=(pid, "wide"))
+    bus.worker_log("wide").wait_for(lambda r: r.kind == "signal" and r.pid == pid, WAIT, "SIGTERM to the worker")
+    assert not any(b"OVERLONG" in x for x in c.received)

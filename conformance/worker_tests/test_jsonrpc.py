@@ -1,0 +1,254 @@
+"""JSON-RPC 2.0 over NDJSON (WORKER_SPEC.md, J and R; `jsonrpc` profile):
+error codes, parse errors that do not poison the stream, notifications that
+get no answer, batches. Each input goes with a sentinel request: what the
+worker writes before the sentinel's answer is what that input made it write
+(a worker reads its input in order); silence is proved the same way."""
+
+import pytest
+
+from stdio_bus_conformance import worker_json as wj
+from stdio_bus_conformance.worker_checks import (error_response, error_shape_problem, one_error,
+                                                 reserved_code_problem, same_session, show)
+
+PARSE, INVALID, NOT_FOUND, PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
+
+NOT_JSON = [b"{bad\n", b'{"jsonrpc":"2.0","id":1,"method":"ping"\n', b"nul\n", b'{"a":1}}\n',
+            b'{"jsonrpc":"2.0","id":2,"method":"ping"} trailing\n', b"{'single':'quotes'}\n", b"[1,2\n"]
+
+# (line, the id its error must carry: None = null, or a key that may be echoed)
+INVALID_REQUESTS = [
+    (b"1\n", None), (b'"text"\n', None), (b"true\n", None), (b"null\n", None),
+    (b'{"jsonrpc":"1.0","id":"v1","method":"ping"}\n', "v1"),
+    (b'{"id":"no-version","method":"ping"}\n', "no-version"),
+    (b'{"jsonrpc":"2.0","id":"m5","method":5}\n', "m5"),
+    (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}\n', None),
+    (b'{"jsonrpc":"2.0","id":true,"method":"ping"}\n', None),
+    (b'{"jsonrpc":"2.0","id":[1],"method":"ping"}\n', None),
+    (b'{"jsonrpc":"2.0","id":"neither"}\n', "neither"),
+    (b'{"jsonrpc":"2.0","method":1,"params":"bar"}\n', None),
+]
+
+
+def first_error(worker, w, line, code, what, id_null=False):
+    """Sends line; exactly one error response of this code must come of it."""
+    before, _ = worker.exchange(w, [line])
+    return one_error(before, code, what, id_null)
+
+
+def silence(worker, w, lines, what, session=None):
+    before, _ = worker.exchange(w, lines, session=session)
+    assert not before, f"{what}: the worker answered {show(before)}"
+
+
+@pytest.mark.clause("SB-J-4")
+def test_a_line_that_is_not_json_gets_one_parse_error_with_id_null(worker):
+    w = worker.spawn()
+    for line in NOT_JSON:
+        first_error(worker, w, line, PARSE, f"after {line!r}", id_null=True)
+
+
+@pytest.mark.clause("SB-J-5")
+def test_the_stream_goes_on_after_parse_errors(worker):
+    w = worker.spawn()
+    m = worker.request(id="after", session="s1")
+    w.send(b"".join(NOT_JSON) + m.line)
+    reply = w.answer(m.key)
+    assert wj.error_code(reply) != PARSE, f"the request after the parse errors got a parse error: {reply}"
+    again = worker.request(id="again")
+    w.send(b"{\n" + again.line)
+    w.answer(again.key)
+
+
+@pytest.mark.clause("SB-J-6")
+def test_invalid_requests_get_invalid_request_and_the_stream_goes_on(worker):
+    w = worker.spawn()
+    for line, id_value in INVALID_REQUESTS:
+        obj = first_error(worker, w, line, INVALID, f"after {line!r}")
+        if id_value is None:
+            assert obj.get("id", "missing") is None, f"after {line!r}: no valid id could be read, so the " \
+                                                     f"error's id must be null, got {obj.get('id', 'no id')!r}"
+        else:
+            assert obj.get("id", "missing") in (id_value, None), \
+                f"after {line!r}: the error carries id {obj.get('id', 'no id')!r}"
+
+
+@pytest.mark.clause("SB-J-7")
+def test_unknown_method_gets_method_not_found(worker):
+    w = worker.spawn()
+    for method in ("sb/no/such/method", "rpc.sb-conformance-unknown", "PING-unknown"):
+        m = worker.rpc(method, {"x": 1}, session="s1")
+        w.send(m.line)
+        error_response(w.recv_response(m.key), NOT_FOUND, f"method {method!r}")
+
+
+@pytest.mark.requires("invalid_params_request")
+@pytest.mark.clause("SB-J-8")
+def test_params_the_method_cannot_take_get_invalid_params(worker):
+    w = worker.spawn()
+    for m in worker.invalid_params_requests(session="s1"):
+        w.send(m.line)
+        error_response(w.recv_response(m.key), PARAMS, f"request {m.line.strip()!r}")
+
+
+@pytest.mark.requires("failing_request")
+@pytest.mark.clause("SB-J-9")
+def test_a_request_that_fails_inside_gets_internal_error_and_the_stream_goes_on(worker):
+    w = worker.spawn()
+    m = worker.failing_request(session="s1")
+    w.send(m.line)
+    error_response(w.recv_response(m.key), INTERNAL, f"request {m.line.strip()!r}")
+    again = worker.failing_request(session="s2")
+    ping = worker.request(session="s2")
+    w.send(again.line + ping.line)
+    w.recv_response(again.key)
+    w.answer(ping.key)
+
+
+@pytest.mark.clause("SB-J-10")
+def test_notifications_get_no_answer(worker):
+    w = worker.spawn()
+    r = worker.desc.the_request()
+    notes = [worker.request(notification=True), worker.request(notification=True, session="s1"),
+             worker.notification("notifications/initialized"),
+             worker.notification("sb/no/such/notification", {"a": 1}),
+             worker.notification("sb/no/such/notification", [1, 2]),
+             worker.notification("sb/no/such/notification", {}),
+             worker.notification(r["method"], {"unexpected": True}),
+             worker.notification("rpc.sb-unknown"),
+             worker.notification("notifications/cancelled", {"requestId": "never-sent"})]
+    for n in notes:
+        silence(worker, w, [n.line], f"notification {n.line.strip()!r}")
+
+
+@pytest.mark.clause("SB-J-12")
+def test_a_batch_gets_one_array_with_one_response_per_request(worker):
+    w = worker.spawn()
+    a, b = worker.request(id="b-a"), worker.rpc("sb/no/such/method", id="b-b")
+    batch = b"[" + b",".join([a.line.strip(), worker.request(notification=True).line.strip(), b.line.strip(),
+                              b'{"jsonrpc":"2.0","id":"resp","result":{}}']) + b"]\n"
+    before, _ = worker.exchange(w, [batch])
+    assert len(before) == 1, f"expected one line answering the batch, got {len(before)}: {show(before)}"
+    arr = before[0].obj
+    assert isinstance(arr, list), f"the batch's answer is not an array: {before[0].data[:300]!r}"
+    keys = sorted(map(repr, (wj.key_of(e.get("id")) for e in arr if isinstance(e, dict))))
+    assert keys == sorted(map(repr, (a.key, b.key))), \
+        f"expected one response for each of the 2 requests, got {before[0].data[:300]!r}"
+    assert all(wj.kind(e) == "response" for e in arr), f"not only responses: {before[0].data[:300]!r}"
+
+
+@pytest.mark.clause("SB-J-13")
+def test_a_batch_without_requests_gets_nothing(worker):
+    w = worker.spawn()
+    for batch in (b"[" + worker.request(notification=True).line.strip() + b"]\n",
+                  b'[{"jsonrpc":"2.0","method":"sb/x"},{"jsonrpc":"2.0","id":"r","result":1},'
+                  b'{"jsonrpc":"2.0","id":"e","error":{"code":1,"message":"m"}}]\n'):
+        silence(worker, w, [batch], f"batch {batch.strip()!r}")
+
+
+@pytest.mark.clause("SB-J-14")
+def test_an_empty_array_gets_one_invalid_request_error(worker):
+    w = worker.spawn()
+    for line in (b"[]\n", b" [ ] \n"):
+        first_error(worker, w, line, INVALID, f"after {line!r}", id_null=True)
+
+
+@pytest.mark.clause("SB-J-15")
+def test_each_invalid_element_of_a_batch_gets_its_own_error(worker):
+    w = worker.spawn()
+    before, _ = worker.exchange(w, [b"[1,2,3]\n"])
+    assert len(before) == 1 and isinstance(before[0].obj, list), f"expected one array: {show(before)}"
+    arr = before[0].obj
+    assert len(arr) == 3 and all(wj.error_code(e) == INVALID for e in arr), \
+        f"[1,2,3] must get three -32600 errors: {before[0].data[:300]!r}"
+    ok = worker.request(id="in-batch")
+    before, _ = worker.exchange(w, [b'[{"foo":"boo"},' + ok.line.strip() + b"]\n"])
+    assert len(before) == 1 and isinstance(before[0].obj, list), f"expected one array: {show(before)}"
+    codes = sorted(str(wj.error_code(e)) for e in before[0].obj)
+    ids = [wj.key_of(e.get("id")) for e in before[0].obj if isinstance(e, dict)]
+    assert len(before[0].obj) == 2 and str(INVALID) in codes and ok.key in ids, \
+        f"expected a -32600 error and the request's answer: {before[0].data[:300]!r}"
+
+
+@pytest.mark.clause("SB-J-11", "SB-J-3")
+def test_every_error_code_seen_is_allowed(worker):
+    # the codes of each kind of error, one request each
+    w = worker.spawn()
+    for line in [b"{bad\n", b'{"jsonrpc":"2.0","id":"x","method":5}\n', worker.rpc("sb/none").line]:
+        before, _ = worker.exchange(w, [line])
+        for entry in before:
+            err = entry.obj.get("error") if isinstance(entry.obj, dict) else None
+            problem = error_shape_problem(err) or reserved_code_problem(err.get("code"))
+            assert not problem, f"{problem}: {entry.data[:200]!r}"
+
+
+@pytest.mark.clause("SB-T-5")
+def test_a_request_that_waits_on_nothing_is_answered_at_once(worker):
+    w = worker.spawn()
+    for method in ("sb/no/such/method", worker.desc.the_request()["method"]):
+        m = worker.rpc(method, session="s1")
+        w.send(m.line)
+        w.recv_response(m.key, worker.timeout)
+
+
+@pytest.mark.clause("SB-W-9", "SB-R-2")
+def test_error_responses_carry_the_session_token(worker):
+    w = worker.spawn()
+    for session in (b'"s1"', b'"a\\u0062"', b'"caf\xc3\xa9"'):
+        m = worker.rpc("sb/no/such/method", session=session)
+        w.send(m.line)
+        line = w.recv_response(m.key)
+        problem = same_session(line, session)
+        assert not problem, f"error response: {problem}"
+
+
+@pytest.mark.clause("SB-R-9")
+def test_params_that_are_not_structured_are_an_invalid_request(worker):
+    w = worker.spawn()
+    method = worker.desc.the_request()["method"]
+    for params in (b"3", b'"text"', b"true", b"null"):
+        m = worker.rpc(method, params, id="p", session="s1")
+        obj = first_error(worker, w, m.line, INVALID, f"params {params.decode()}")
+        assert obj.get("id") == "p", f"params {params.decode()}: the error should carry the request's id"
+
+
+@pytest.mark.clause("SB-R-10")
+def test_responses_get_no_answer(worker):
+    w = worker.spawn()
+    for line in (b'{"jsonrpc":"2.0","id":"nobody","result":{}}\n',
+                 b'{"jsonrpc":"2.0","id":77,"error":{"code":-32000,"message":"x"},"sessionId":"s1"}\n',
+                 b'{"jsonrpc":"2.0","id":null,"result":null}\n'):
+        silence(worker, w, [line], f"response {line.strip()!r}")
+
+
+@pytest.mark.clause("SB-R-11")
+def test_lines_that_are_not_strict_json_or_utf8_get_a_parse_error(worker):
+    w = worker.spawn()
+    for line in (b'{"jsonrpc":"2.0","id":"\xff","method":"ping"}\n',
+                 b'{"jsonrpc":"2.0","id":"x","method":"ping","params":{"t":"\xc3\x28"}}\n',
+                 b'{"jsonrpc":"2.0","id":01,"method":"ping"}\n',
+                 b'{"jsonrpc":"2.0","id":+1,"method":"ping"}\n',
+                 b'{"jsonrpc":"2.0","id":"a\tb","method":"ping"}\n',
+                 b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}\n'):
+        first_error(worker, w, line, PARSE, f"after {line!r}", id_null=True)
+
+
+@pytest.mark.clause("SB-R-13")
+def test_invalid_request_errors_carry_the_id_and_session_they_can(worker):
+    w = worker.spawn()
+    cases = [(b'{"jsonrpc":"1.0","id":"r13","method":"ping","sessionId":"s"}\n', "r13", "s"),
+             (b'{"jsonrpc":"2.0","id":7,"method":5,"sessionId":"t"}\n', 7, "t"),
+             (b'{"jsonrpc":"2.0","id":null,"method":["x"]}\n', None, None),
+             (b'{"jsonrpc":"2.0","id":"n","sessionId":"u"}\n', "n", "u")]
+    for line, id_value, session in cases:
+        obj = first_error(worker, w, line, INVALID, f"after {line!r}")
+        assert "id" in obj and obj["id"] == id_value, f"after {line!r}: id {obj.get('id', 'missing')!r}, " \
+                                                      f"expected {id_value!r}"
+        assert obj.get("sessionId") == session, f"after {line!r}: sessionId {obj.get('sessionId')!r}, " \
+                                                f"expected {session!r}"
+
+
+@pytest.mark.clause("SB-F-13")
+def test_blank_lines_are_ignored(worker):
+    w = worker.spawn()
+    for line in (b"\n", b"   \n", b"\t \t\n", b" \r\n"):
+        silence(worker, w, [line], f"blank line {line!r}")
