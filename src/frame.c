@@ -17,6 +17,10 @@
 /* First allocation: large enough for typical JSON-RPC messages in one read,
  * small enough that many idle-but-used connections stay cheap. */
 #define SB_FRAME_MIN_CAP 4096
+/* A busy peer's storage grows to this size even when its lines are short,
+ * which is the read size of libuv (64 KiB): one poll round then moves a
+ * pipe's worth of lines. The idle sweep gives it back. */
+#define SB_FRAME_BUSY_CAP 65536
 
 void sb_frame_init(sb_frame *f, size_t max)
 {
@@ -26,6 +30,7 @@ void sb_frame_init(sb_frame *f, size_t max)
     f->len = 0;
     f->cap = 0;
     f->max = max;
+    f->filled = 0;
 }
 
 void sb_frame_fini(sb_frame *f)
@@ -45,7 +50,7 @@ char *sb_frame_space(sb_frame *f, size_t *avail)
             memmove(f->data, f->data + f->start, f->len);
         f->start = 0;
     }
-    if (f->len == f->cap) {
+    if (f->len == f->cap || (f->filled && f->cap < SB_FRAME_BUSY_CAP && f->cap < f->max)) {
         size_t cap;
         char *data;
 
@@ -67,6 +72,7 @@ char *sb_frame_space(sb_frame *f, size_t *avail)
         }
         f->data = data;
         f->cap = cap;
+        f->filled = 0;
     }
     *avail = f->cap - f->len;
     return f->data + f->len;
@@ -75,6 +81,7 @@ char *sb_frame_space(sb_frame *f, size_t *avail)
 void sb_frame_commit(sb_frame *f, size_t n)
 {
     assert(n <= f->cap - f->len);
+    f->filled = n == f->cap - f->len;
     f->len += n;
 }
 

@@ -17,6 +17,7 @@ typedef struct {
     size_t len;     /* bytes in data */
     size_t cap;     /* bytes allocated */
     size_t max;     /* max_input_buffer: a line incl. its '\n' must fit */
+    int filled;     /* the last read took all the space offered */
 } sb_frame;
 
 /* Sets up an empty buffer; allocates nothing. */
@@ -33,7 +34,10 @@ void sb_frame_fini(sb_frame *f);
  * NULL return can only mean out of memory, since the partial line is
  * shorter than max and room is left. */
 char *sb_frame_space(sb_frame *f, size_t *avail);
-/* Records that n bytes were read into the space returned above. */
+/* Records that n bytes were read into the space returned above. A read
+ * that fills the whole space marks the peer as busy: the next
+ * sb_frame_space doubles the storage (up to SB_FRAME_BUSY_CAP) so that a
+ * busy peer is served with few large reads rather than one read per line. */
 void sb_frame_commit(sb_frame *f, size_t n);
 
 /* Finds the next complete line.
