@@ -198,6 +198,21 @@ static int key_equals(const unsigned char *k, size_t n, const char *lit)
     return *lit == '\0';
 }
 
+/* Unaligned loads for comparing short keys (memcpy compiles to one mov). */
+static inline uint32_t load32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline uint64_t load64(const void *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* The routing field a top-level key names, or NULL. */
 static sb_token *key_slot(sb_fields *out, const unsigned char *k, size_t n,
                           int escaped)
@@ -217,15 +232,15 @@ static sb_token *key_slot(sb_fields *out, const unsigned char *k, size_t n,
     }
     switch (n) {
     case 2:
-        return memcmp(k, "id", 2) == 0 ? &out->id : NULL;
+        return k[0] == 'i' && k[1] == 'd' ? &out->id : NULL;
     case 5:
-        return memcmp(k, "error", 5) == 0 ? &out->error : NULL;
+        return load32(k) == load32("erro") && k[4] == 'r' ? &out->error : NULL;
     case 6:
-        if (memcmp(k, "method", 6) == 0)
+        if (load32(k) == load32("meth") && k[4] == 'o' && k[5] == 'd')
             return &out->method;
-        return memcmp(k, "result", 6) == 0 ? &out->result : NULL;
+        return load32(k) == load32("resu") && k[4] == 'l' && k[5] == 't' ? &out->result : NULL;
     case 9:
-        return memcmp(k, "sessionId", 9) == 0 ? &out->session_id : NULL;
+        return load64(k) == load64("sessionI") && k[8] == 'd' ? &out->session_id : NULL;
     default:
         return NULL;
     }
