@@ -388,3 +388,44 @@ Test(frame, a_zero_length_read_changes_nothing)
     cr_expect_eq(sb_frame_pending(&f), 2);
     sb_frame_fini(&f);
 }
+
+/* A peer whose reads fill all the space offered is busy: its storage grows
+ * (to 64 KiB) even though every line in it was complete, so one read can
+ * take many lines. A peer whose reads leave room keeps the first size. */
+static size_t cap_after_reads(size_t line_len, size_t read_len, int rounds)
+{
+    sb_frame f;
+    size_t at = 0; /* position in the endless stream of lines */
+    char *line = malloc(line_len);
+    cr_assert_not_null(line);
+    memset(line, 'x', line_len - 1);
+    line[line_len - 1] = '\n';
+    sb_frame_init(&f, 1048576);
+    for (int i = 0; i < rounds; i++) {
+        size_t avail;
+        char *p = sb_frame_space(&f, &avail);
+        cr_assert_not_null(p);
+        size_t k = read_len < avail ? read_len : avail;
+        for (size_t j = 0; j < k; j++, at++)
+            p[j] = line[at % line_len];
+        sb_frame_commit(&f, k);
+        const char *l;
+        while (sb_frame_next(&f, &l) > 0)
+            ;
+    }
+    size_t cap = f.cap;
+    sb_frame_fini(&f);
+    free(line);
+    return cap;
+}
+
+Test(frame, a_busy_peer_gets_larger_reads_up_to_64_kib)
+{
+    cr_expect_eq(cap_after_reads(4096, (size_t)-1, 10), 65536);
+    cr_expect_eq(cap_after_reads(100, (size_t)-1, 10), 65536);
+}
+
+Test(frame, a_peer_whose_reads_leave_room_keeps_the_first_size)
+{
+    cr_expect_eq(cap_after_reads(100, 1000, 50), 4096);
+}
