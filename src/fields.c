@@ -20,28 +20,62 @@
  *     one included: the same limit as CJSON_NESTING_LIMIT (1000 ok, 1001
  *     rejected);
  *   - a key containing \u0000 matches no routing field (cJSON would
- *     truncate "id\u0000x" to "id"; we compare the full decoded key). */
+ *     truncate "id\u0000x" to "id"; we compare the full decoded key).
+ *
+ * Speed: a line of at most SB_FIELDS_PAD_MAX bytes (nearly every message)
+ * is copied to the stack and followed by PAD_BYTES zero bytes. A NUL byte
+ * is invalid everywhere in JSON (outside a string it is not whitespace,
+ * inside one it is a raw control character), so the scanner may run into
+ * the padding without comparing against the end: it stops there as at any
+ * other invalid byte and fails. Only the success test ("nothing but
+ * whitespace after the value") asks whether the stop was the end itself
+ * or a NUL of the line's own, so an embedded NUL is still an error. Every
+ * read stays inside the copy: the scanner only moves past bytes it has
+ * checked to be non-NUL, so it never gets beyond the first padding byte,
+ * and no read reaches further ahead than the padding (the 64-byte string
+ * blocks are the widest). Longer lines are scanned in place by the same
+ * code with its bounds checks compiled in (parse_core's `padded`).
+ * Tokens always point into the caller's line, never into the copy. */
 #include "fields.h"
 
 #include <stdint.h>
 #include <string.h>
-#ifdef __SSE2__
+#if defined(__SSE2__) && !defined(SB_FIELDS_NO_SIMD)
+#define SB_FIELDS_SSE2 1
 #include <emmintrin.h>
 #endif
 
 #include "status.h"
 
+/* Lines up to this many bytes are scanned from a padded stack copy (see
+ * the top of the file), which costs this much stack; -DSB_FIELDS_PAD_MAX=0
+ * scans every line in place. */
+#ifndef SB_FIELDS_PAD_MAX
+#define SB_FIELDS_PAD_MAX 1024
+#endif
+/* Zero bytes after the copy: at least the widest read ahead (64). */
+#define PAD_BYTES 64
+
+/* Forces inlining, so that each caller of parse_core gets its own copy
+ * with `padded` folded to a constant. */
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define NOINLINE __attribute__((noinline))
+
 #define IS_WS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
 #define IS_DIGIT(c) ((unsigned)((c) - '0') < 10u)
-#define SKIP_WS(p, end)                       \
-    do {                                      \
-        while ((p) < (end) && IS_WS(*(p)))    \
-            (p)++;                            \
-    } while (0)
 
-/* Whether the innermost open container (depth >= 1) is an object. */
-#define IN_OBJECT(stack, depth) \
-    ((stack)[((depth) - 1) >> 3] & (1u << (((depth) - 1) & 7)))
+/* Whether p is at the end of the input. Always false on a padded copy:
+ * there the end holds a NUL, which every caller rejects as invalid. */
+#define AT_END(p) (!padded && (p) == end)
+
+/* Skips whitespace. Most tokens follow their predecessor directly, so one
+ * test (any byte above ' ' is not whitespace) usually settles it. */
+#define SKIP_WS(p)                                        \
+    do {                                                  \
+        if (!AT_END(p) && *(p) <= ' ')                    \
+            while (!AT_END(p) && IS_WS(*(p)))             \
+                (p)++;                                    \
+    } while (0)
 
 /* Word-at-a-time tests (Hacker's Delight 6-1): each is non-zero exactly when
  * some byte of v is zero / below n (n <= 128). */
@@ -78,7 +112,8 @@ static inline long hex4(const unsigned char *p, const unsigned char *end)
 }
 
 /* Checks the escape whose backslash is at p[-1]; returns the byte after it,
- * or NULL if it is invalid. */
+ * or NULL if it is invalid. Escapes are rare, so this keeps its bounds
+ * checks in both modes (they hold on the padded copy too). */
 static const unsigned char *scan_escape(const unsigned char *p,
                                         const unsigned char *end)
 {
@@ -111,35 +146,111 @@ static const unsigned char *scan_escape(const unsigned char *p,
     }
 }
 
+/* The SSE2 string scan flags the bytes that end a run of plain string
+ * bytes: '"', '\\' and those below 0x20. Flipping bit 1 maps '"' (0x22)
+ * to 0x20, keeps 0x00-0x1f among themselves and sends every other byte
+ * above 0x20 (0x20 to 0x22, 0x21 to 0x23), so one unsigned test,
+ * "(v ^ 2) <= 0x20", finds a quote or a control byte, and it still holds
+ * on the bytewise minimum of several blocks. A backslash is then
+ * (v ^ 2) == ('\\' ^ 2). */
+#ifdef SB_FIELDS_SSE2
+typedef struct {
+    __m128i flip;      /* 0x02 in every byte */
+    __m128i max;       /* 0x20 in every byte */
+    __m128i backslash; /* '\\' ^ 0x02 in every byte */
+} scan_consts;
+
+/* The empty asm hides the values from gcc, which would otherwise reload
+ * each constant from memory at every string instead of keeping it in a
+ * register for the whole line. */
+static ALWAYS_INLINE scan_consts make_scan_consts(void)
+{
+    scan_consts k = {_mm_set1_epi8(0x02), _mm_set1_epi8(0x20), _mm_set1_epi8('\\' ^ 0x02)};
+    __asm__("" : "+x"(k.flip), "+x"(k.max), "+x"(k.backslash));
+    return k;
+}
+
+/* 0xff in each byte of flipped that is <= 0x20. */
+static ALWAYS_INLINE __m128i quote_or_control(__m128i flipped, const scan_consts *k)
+{
+    return _mm_cmpeq_epi8(_mm_min_epu8(flipped, k->max), flipped);
+}
+
+static ALWAYS_INLINE __m128i load_flipped(const unsigned char *p, const scan_consts *k)
+{
+    return _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)p), k->flip);
+}
+
+/* Bit i set when byte i of the 16 at p is a stop byte. */
+static ALWAYS_INLINE unsigned stop_mask16(const unsigned char *p, const scan_consts *k)
+{
+    __m128i v = load_flipped(p, k);
+    __m128i stop = _mm_or_si128(quote_or_control(v, k), _mm_cmpeq_epi8(v, k->backslash));
+    return (unsigned)_mm_movemask_epi8(stop);
+}
+
+/* Whether the 64 bytes at p hold a stop byte. The quote/control test is
+ * done once, on the bytewise minimum of the four blocks. */
+static ALWAYS_INLINE int has_stop64(const unsigned char *p, const scan_consts *k)
+{
+    __m128i a = load_flipped(p, k), b = load_flipped(p + 16, k);
+    __m128i c = load_flipped(p + 32, k), d = load_flipped(p + 48, k);
+    __m128i low = _mm_min_epu8(_mm_min_epu8(a, b), _mm_min_epu8(c, d));
+    __m128i bs = _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(a, k->backslash), _mm_cmpeq_epi8(b, k->backslash)),
+        _mm_or_si128(_mm_cmpeq_epi8(c, k->backslash), _mm_cmpeq_epi8(d, k->backslash)));
+    return _mm_movemask_epi8(_mm_or_si128(quote_or_control(low, k), bs)) != 0;
+}
+#else
+/* Without SSE2 the string scan needs no constants. */
+typedef struct {
+    int unused;
+} scan_consts;
+
+static ALWAYS_INLINE scan_consts make_scan_consts(void)
+{
+    scan_consts k = {0};
+    return k;
+}
+#endif
+
 /* Scans a string body whose opening quote is at p[-1]. Returns the byte
  * after the closing quote, or NULL if the string is invalid or unterminated.
- * Sets *escaped when the body holds a backslash. */
-static inline const unsigned char *scan_string(const unsigned char *p,
-                                               const unsigned char *end,
-                                               int *escaped)
+ * Sets *escaped when the body holds a backslash. On a padded copy
+ * (`padded`) the NUL after the line stops every loop, so none checks the
+ * end; each load starts at or before that NUL and reads at most 64 bytes. */
+static ALWAYS_INLINE const unsigned char *scan_string(const unsigned char *p,
+                                                      const unsigned char *end,
+                                                      int padded, const scan_consts *k,
+                                                      int *escaped)
 {
+    (void)k; /* unused without SSE2 */
     for (;;) {
-        /* Most bytes of a message are string bodies: skip 8 ordinary bytes
-         * at a time, then find the stop byte one by one. */
-#ifdef __SSE2__
-        {
-            const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
-            const __m128i ctl = _mm_set1_epi8(0x1f);
-            while (end - p >= 16) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-                __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
-                                                         _mm_cmpeq_epi8(v, bslash)),
-                                            _mm_cmpeq_epi8(_mm_min_epu8(v, ctl), v));
-                unsigned m = (unsigned)_mm_movemask_epi8(stop);
+        /* Most bytes of a message are string bodies: skip ordinary bytes
+         * a block at a time, then find the stop byte within the block. */
+#ifdef SB_FIELDS_SSE2
+        if (padded || end - p >= 16) {
+            unsigned m = stop_mask16(p, k);
+            if (m) { /* most strings are short keys and values */
+                p += (unsigned)__builtin_ctz(m);
+                goto stop_byte;
+            }
+            p += 16;
+            /* A long body: 64 bytes per step; the 16-byte loop below then
+             * finds the stop byte in the block that has one. */
+            while ((padded || end - p >= 64) && !has_stop64(p, k))
+                p += 64;
+            while (padded || end - p >= 16) {
+                m = stop_mask16(p, k);
                 if (m) {
-                    p += __builtin_ctz(m);
+                    p += (unsigned)__builtin_ctz(m);
                     goto stop_byte;
                 }
                 p += 16;
             }
         }
 #endif
-        while (end - p >= 8) {
+        while (padded || end - p >= 8) {
             uint64_t v, m;
             memcpy(&v, p, sizeof v);
             m = HAS_ZERO(v ^ (ONES * '"')) | HAS_ZERO(v ^ (ONES * '\\')) | HAS_LESS(v, 0x20);
@@ -149,10 +260,10 @@ static inline const unsigned char *scan_string(const unsigned char *p,
             }
             p += 8;
         }
-        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\')
+        while (!AT_END(p) && *p >= 0x20 && *p != '"' && *p != '\\')
             p++;
     stop_byte:
-        if (p == end)
+        if (AT_END(p))
             return NULL;
         if (*p == '"')
             return p + 1;
@@ -213,23 +324,28 @@ static inline uint64_t load64(const void *p)
     return v;
 }
 
-/* The routing field a top-level key names, or NULL. */
-static sb_token *key_slot(sb_fields *out, const unsigned char *k, size_t n,
-                          int escaped)
+/* The routing field an escaped top-level key names, or NULL (rare). */
+static sb_token *escaped_key_slot(sb_fields *out, const unsigned char *k, size_t n)
 {
-    if (escaped) {
-        if (key_equals(k, n, "id"))
-            return &out->id;
-        if (key_equals(k, n, "sessionId"))
-            return &out->session_id;
-        if (key_equals(k, n, "method"))
-            return &out->method;
-        if (key_equals(k, n, "result"))
-            return &out->result;
-        if (key_equals(k, n, "error"))
-            return &out->error;
-        return NULL;
-    }
+    if (key_equals(k, n, "id"))
+        return &out->id;
+    if (key_equals(k, n, "sessionId"))
+        return &out->session_id;
+    if (key_equals(k, n, "method"))
+        return &out->method;
+    if (key_equals(k, n, "result"))
+        return &out->result;
+    if (key_equals(k, n, "error"))
+        return &out->error;
+    return NULL;
+}
+
+/* The routing field a top-level key names, or NULL. */
+static ALWAYS_INLINE sb_token *key_slot(sb_fields *out, const unsigned char *k, size_t n,
+                                        int escaped)
+{
+    if (escaped)
+        return escaped_key_slot(out, k, n);
     switch (n) {
     case 2:
         return k[0] == 'i' && k[1] == 'd' ? &out->id : NULL;
@@ -248,7 +364,7 @@ static sb_token *key_slot(sb_fields *out, const unsigned char *k, size_t n,
 
 /* The type of the value that starts with byte c (only meaningful when the
  * value then parses). */
-static sb_json_type type_of(unsigned char c)
+static ALWAYS_INLINE sb_json_type type_of(unsigned char c)
 {
     switch (c) {
     case '{': return SB_JSON_OBJECT;
@@ -261,180 +377,227 @@ static sb_json_type type_of(unsigned char c)
     }
 }
 
-/* The parser is a loop over three states (a value is expected, a member
- * key is expected, a value just ended) with the open containers kept as a
- * bit stack (1 = object), so nesting costs one bit per level and never
- * recurses. */
-int sb_fields_parse(const char *line, size_t len, sb_fields *out)
+/* The parser over base[0..len), which is `line` itself or its padded copy
+ * (`padded`); tokens are reported at the same offsets in `line`. It is a
+ * loop over three states (a value is expected, a member key is expected, a
+ * value just ended). The open containers are kept as a stack of their
+ * closing brackets, one byte per level ('}' or ']', which are '{' and '['
+ * plus 2), so a close is one compare and never recurses; level 0 holds 0,
+ * which on a padded copy is also the byte at the end. Whitespace is rare
+ * between tokens, so each state first tests for the byte it expects and
+ * skips whitespace only when that fails.
+ * *out is all ABSENT on entry. */
+static ALWAYS_INLINE int parse_core(const unsigned char *base, size_t len,
+                                    const char *line, int padded, sb_fields *out)
 {
-    const unsigned char *p = (const unsigned char *)line;
-    const unsigned char *const end = p + len;
-    unsigned char stack[(SB_FIELDS_MAX_DEPTH + 7) / 8];
+    const unsigned char *p = base;
+    const unsigned char *const end = base + len;
+    unsigned char closers[SB_FIELDS_MAX_DEPTH + 1];
     size_t depth = 0;      /* containers open */
+    unsigned closer = 0;   /* closers[depth] */
     sb_token *slot = NULL; /* the routing field whose value is being read */
-    int top_object;
+    const scan_consts consts = make_scan_consts();
     int escaped;
 
-    memset(out, 0, sizeof *out);
-    SKIP_WS(p, end);
-    if (p == end)
-        goto fail;
-    top_object = *p == '{';
+    closers[0] = 0;
+    SKIP_WS(p);
+    if (AT_END(p))
+        return STDIO_BUS_ERR;
 
-value: /* p < end, at the first byte of a value */
-    switch (*p) {
-    case '{':
-    case '[':
-        if (depth == SB_FIELDS_MAX_DEPTH)
-            goto fail;
-        if (*p == '{')
-            stack[depth >> 3] |= (unsigned char)(1u << (depth & 7));
-        else
-            stack[depth >> 3] &= (unsigned char)~(1u << (depth & 7));
-        depth++;
-        p++;
-        SKIP_WS(p, end);
-        if (p == end)
-            goto fail;
-        if (IN_OBJECT(stack, depth)) {
-            if (*p == '}') {
-                p++;
-                depth--;
-                goto value_end;
-            }
-            goto member;
-        }
-        if (*p == ']') {
-            p++;
-            depth--;
-            goto value_end;
-        }
-        goto value;
-    case '"':
+value: /* a value is expected at p, maybe after whitespace */
+    if (AT_END(p))
+        return STDIO_BUS_ERR;
+    if (*p == '"') { /* the most common value by far */
         escaped = 0;
-        p = scan_string(p + 1, end, &escaped);
+        p = scan_string(p + 1, end, padded, &consts, &escaped);
         if (p == NULL)
-            goto fail;
+            return STDIO_BUS_ERR;
         goto value_end;
+    }
+    if (*p == '{' || *p == '[') {
+        if (depth == SB_FIELDS_MAX_DEPTH)
+            return STDIO_BUS_ERR;
+        closer = *p + 2u;
+        closers[++depth] = (unsigned char)closer;
+        p++;
+        SKIP_WS(p);
+        if (AT_END(p))
+            return STDIO_BUS_ERR;
+        if (*p == closer) { /* empty */
+            p++;
+            goto close;
+        }
+        if (closer == '}')
+            goto member;
+        goto value;
+    }
+    switch (*p) {
     case 't':
-        if (end - p < 4 || memcmp(p, "true", 4) != 0)
-            goto fail;
+        if ((!padded && end - p < 4) || memcmp(p, "true", 4) != 0)
+            return STDIO_BUS_ERR;
         p += 4;
         goto value_end;
     case 'f':
-        if (end - p < 5 || memcmp(p, "false", 5) != 0)
-            goto fail;
+        if ((!padded && end - p < 5) || memcmp(p, "false", 5) != 0)
+            return STDIO_BUS_ERR;
         p += 5;
         goto value_end;
     case 'n':
-        if (end - p < 4 || memcmp(p, "null", 4) != 0)
-            goto fail;
+        if ((!padded && end - p < 4) || memcmp(p, "null", 4) != 0)
+            return STDIO_BUS_ERR;
         p += 4;
         goto value_end;
     case '-': case '0': case '1': case '2': case '3': case '4':
     case '5': case '6': case '7': case '8': case '9':
         /* -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
-        if (*p == '-' && ++p == end)
-            goto fail;
+        if (*p == '-' && (++p, AT_END(p)))
+            return STDIO_BUS_ERR;
         if (*p == '0')
             p++;
         else if (IS_DIGIT(*p))
-            while (++p < end && IS_DIGIT(*p))
+            while (++p, !AT_END(p) && IS_DIGIT(*p))
                 ;
         else
-            goto fail;
-        if (p < end && *p == '.') {
-            if (++p == end || !IS_DIGIT(*p))
-                goto fail;
-            while (++p < end && IS_DIGIT(*p))
+            return STDIO_BUS_ERR;
+        if (!AT_END(p) && *p == '.') {
+            if (++p, AT_END(p) || !IS_DIGIT(*p))
+                return STDIO_BUS_ERR;
+            while (++p, !AT_END(p) && IS_DIGIT(*p))
                 ;
         }
-        if (p < end && (*p == 'e' || *p == 'E')) {
-            if (++p < end && (*p == '+' || *p == '-'))
+        if (!AT_END(p) && (*p == 'e' || *p == 'E')) {
+            if (++p, !AT_END(p) && (*p == '+' || *p == '-'))
                 p++;
-            if (p == end || !IS_DIGIT(*p))
-                goto fail;
-            while (++p < end && IS_DIGIT(*p))
+            if (AT_END(p) || !IS_DIGIT(*p))
+                return STDIO_BUS_ERR;
+            while (++p, !AT_END(p) && IS_DIGIT(*p))
                 ;
         }
         goto value_end;
+    case ' ': case '\t': case '\n': case '\r':
+        SKIP_WS(p); /* then a non-blank byte, or the end */
+        goto value;
     default:
-        goto fail;
+        return STDIO_BUS_ERR;
     }
 
-member: /* p < end, inside an object where a key must start */
-    if (*p != '"')
-        goto fail;
+member: /* a key is expected at p, maybe after whitespace */
+    if (AT_END(p))
+        return STDIO_BUS_ERR;
+    if (*p != '"') {
+        if (!IS_WS(*p))
+            return STDIO_BUS_ERR;
+        SKIP_WS(p);
+        goto member;
+    }
     {
         const unsigned char *key = p + 1;
+        size_t key_len;
+        sb_token *t;
         escaped = 0;
-        p = scan_string(key, end, &escaped);
+        p = scan_string(key, end, padded, &consts, &escaped);
         if (p == NULL)
-            goto fail;
-        if (depth == 1) {
-            sb_token *t = key_slot(out, key, (size_t)(p - 1 - key), escaped);
-            /* A repeated key keeps its first value, as cJSON's lookup does. */
-            if (t != NULL && t->type == SB_JSON_ABSENT)
-                slot = t;
+            return STDIO_BUS_ERR;
+        key_len = (size_t)(p - 1 - key);
+        if (AT_END(p) || *p != ':') {
+            SKIP_WS(p);
+            if (AT_END(p) || *p != ':')
+                return STDIO_BUS_ERR;
         }
+        p++;
+        if (depth != 1)
+            goto value;
+        t = key_slot(out, key, key_len, escaped);
+        /* A repeated key keeps its first value, as cJSON's lookup does. */
+        if (t == NULL || t->type != SB_JSON_ABSENT)
+            goto value;
+        slot = t;
     }
-    SKIP_WS(p, end);
-    if (p == end || *p != ':')
-        goto fail;
-    p++;
-    SKIP_WS(p, end);
-    if (p == end)
-        goto fail;
-    if (slot != NULL && depth == 1) {
-        /* The field's value starts here (deeper members leave it alone). */
-        slot->type = type_of(*p);
-        slot->raw = (const char *)p;
-    }
+    SKIP_WS(p);
+    if (AT_END(p))
+        return STDIO_BUS_ERR;
+    /* The field's value starts here (deeper members leave it alone); raw
+     * points into base until the value ends. */
+    slot->type = type_of(*p);
+    slot->raw = (const char *)p;
     goto value;
 
+close: /* p just past the bracket that closed the innermost container */
+    closer = closers[--depth];
+    /* fall through */
+
 value_end: /* p just past a complete value */
-    if (depth == 0) {
-        SKIP_WS(p, end);
-        if (p != end)
-            goto fail;
-        if (!top_object)
-            return STDIO_BUS_EINVAL;
-        return STDIO_BUS_OK;
-    }
     if (slot != NULL && depth == 1) {
         /* Values nested inside the field's value end at depth >= 2. */
-        slot->raw_len = (size_t)((const char *)p - slot->raw);
+        const unsigned char *start = (const unsigned char *)slot->raw;
+        slot->raw = line + (start - base);
+        slot->raw_len = (size_t)(p - start);
         slot = NULL;
     }
-    SKIP_WS(p, end);
-    if (p == end)
-        goto fail;
-    if (IN_OBJECT(stack, depth)) {
-        if (*p == ',') {
-            p++;
-            SKIP_WS(p, end);
-            if (p == end)
-                goto fail;
+after_value: /* a ',', a closing bracket or the end is expected at p */
+    if (AT_END(p))
+        goto finish;
+    if (*p == ',') {
+        p++;
+        if (closer == '}')
             goto member;
-        }
-        if (*p != '}')
-            goto fail;
-    } else {
-        if (*p == ',') {
-            p++;
-            SKIP_WS(p, end);
-            if (p == end)
-                goto fail;
-            goto value;
-        }
-        if (*p != ']')
-            goto fail;
+        if (closer == 0) /* a comma after the top-level value */
+            return STDIO_BUS_ERR;
+        goto value;
     }
-    p++;
-    depth--;
-    goto value_end;
+    if (*p == closer) {
+        if (depth == 0) /* the top-level value ended at a NUL */
+            goto finish;
+        p++;
+        goto close;
+    }
+    if (!IS_WS(*p))
+        return STDIO_BUS_ERR;
+    SKIP_WS(p);
+    goto after_value;
 
-fail:
+finish: /* the top-level value ended (or the input did) */
+    if (depth != 0 || p != end) /* p != end: a NUL of the line's own */
+        return STDIO_BUS_ERR;
+    for (p = base; IS_WS(*p); p++) /* to the first byte of the value */
+        ;
+    return *p == '{' ? STDIO_BUS_OK : STDIO_BUS_EINVAL;
+}
+
+#if SB_FIELDS_PAD_MAX > 0
+/* Scans lines of up to SB_FIELDS_PAD_MAX bytes from a padded copy. Kept
+ * out of line (as is parse_in_place) so that each has its own frame and
+ * register allocation: about 2.1 KB of stack for this one, 1 KB for the
+ * other. */
+static NOINLINE int parse_padded(const char *line, size_t len, sb_fields *out)
+{
+    unsigned char copy[SB_FIELDS_PAD_MAX + PAD_BYTES];
+
+    memcpy(copy, line, len);
+    memset(copy + len, 0, PAD_BYTES);
+    return parse_core(copy, len, line, 1, out);
+}
+#endif
+
+static NOINLINE int parse_in_place(const char *line, size_t len, sb_fields *out)
+{
+    return parse_core((const unsigned char *)line, len, line, 0, out);
+}
+
+int sb_fields_parse(const char *line, size_t len, sb_fields *out)
+{
+    int rc;
+
     memset(out, 0, sizeof *out);
-    return STDIO_BUS_ERR;
+    if (len == 0) /* not JSON; and line may be NULL, which memcpy rejects */
+        return STDIO_BUS_ERR;
+#if SB_FIELDS_PAD_MAX > 0
+    if (len <= SB_FIELDS_PAD_MAX)
+        rc = parse_padded(line, len, out);
+    else
+#endif
+        rc = parse_in_place(line, len, out);
+    if (rc == STDIO_BUS_ERR)
+        memset(out, 0, sizeof *out);
+    return rc;
 }

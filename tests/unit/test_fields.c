@@ -1,9 +1,12 @@
 /* Unit tests for routing-field extraction (src/fields.c; spec 2.2, 4.2.2,
  * 4.3). Every input is parsed from a copy placed right before a PROT_NONE
  * page (as picohttpparser's tests do), so a read past the end crashes even
- * without ASan. */
+ * without ASan. (Lines up to SB_FIELDS_PAD_MAX bytes are then copied again
+ * by sb_fields_parse itself, into a zero-padded buffer; the guard page
+ * covers the longer lines, scanned in place, and that copy.) */
 #include <criterion/criterion.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -523,5 +526,171 @@ Test(fields, a_long_line_is_scanned_exactly)
                 cr_assert_eq(parse(line, (size_t)n, &f), STDIO_BUS_ERR);
             }
         }
+    }
+}
+
+/* ---- the padded copy and the block-wise string scan ------------------ */
+
+/* Lines up to SB_FIELDS_PAD_MAX bytes are scanned from a zero-padded copy,
+ * longer ones in place (src/fields.c). Must match the default there; a
+ * build that overrides it passes the same -D to both. */
+#ifndef SB_FIELDS_PAD_MAX
+#define SB_FIELDS_PAD_MAX 1024
+#endif
+
+/* Builds {"method":"xx...x"} of exactly n bytes (n >= 13) in a new buffer;
+ * the string body is n - 13 bytes long and starts at offset 11. */
+static char *method_line(size_t n)
+{
+    char *s = malloc(n);
+    cr_assert_not_null(s);
+    cr_assert(n >= 13);
+    memcpy(s, "{\"method\":\"", 11);
+    memset(s + 11, 'x', n - 13);
+    memcpy(s + n - 2, "\"}", 2);
+    return s;
+}
+
+Test(fields, lines_on_both_sides_of_the_padding_limit)
+{
+    size_t lengths[] = {SB_FIELDS_PAD_MAX - 1, SB_FIELDS_PAD_MAX, SB_FIELDS_PAD_MAX + 1,
+                        SB_FIELDS_PAD_MAX + 2};
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+        size_t n = lengths[i];
+        if (n < 13 || n > SIZE_MAX / 2)
+            continue; /* a tiny SB_FIELDS_PAD_MAX: nothing to build */
+        char *s = method_line(n);
+        sb_fields f;
+
+        cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK, "len %zu", n);
+        cr_assert_eq(f.method.raw, guarded + 10, "len %zu", n);
+        cr_assert_eq(f.method.raw_len, n - 11, "len %zu", n);
+        /* The last byte a NUL instead of the closing brace. */
+        s[n - 1] = '\0';
+        cr_expect_eq(parse(s, n, &f), STDIO_BUS_ERR, "len %zu", n);
+        /* The line ends inside the string: its last byte is a body byte. */
+        s[n - 2] = 'x';
+        s[n - 1] = 'x';
+        cr_expect_eq(parse(s, n, &f), STDIO_BUS_ERR, "len %zu", n);
+        /* The line ends just after the string's closing quote. */
+        s[n - 1] = '"';
+        cr_expect_eq(parse(s, n, &f), STDIO_BUS_ERR, "len %zu", n);
+        free(s);
+    }
+}
+
+Test(fields, a_nul_as_the_last_byte_of_a_short_line_is_rejected)
+{
+    static const char *const lines[] = {"{}", "{\"id\":1}", "[1]", "1", "\"s\"", "true"};
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+        char s[32];
+        size_t n = strlen(lines[i]);
+        sb_fields f;
+        memcpy(s, lines[i], n);
+        s[n] = '\0'; /* part of the line: len counts it */
+        cr_expect_eq(parse(s, n + 1, &f), STDIO_BUS_ERR, "%s\\0", lines[i]);
+        /* and so is a NUL followed by whitespace */
+        s[n + 1] = ' ';
+        cr_expect_eq(parse(s, n + 2, &f), STDIO_BUS_ERR, "%s\\0 ", lines[i]);
+    }
+}
+
+Test(fields, strings_ending_exactly_at_the_end_of_the_line)
+{
+    /* An unterminated string whose body runs to the last byte, for body
+     * lengths around the 8/16/64-byte steps, on both sides of the limit. */
+    for (size_t body = 0; body <= 140; body++) {
+        for (int in_place = 0; in_place <= 1; in_place++) {
+            size_t pad = in_place ? SB_FIELDS_PAD_MAX + 1 : 0;
+            size_t n = pad + 11 + body;
+            char *s = malloc(n + 2);
+            sb_fields f;
+            memset(s, ' ', pad);
+            memcpy(s + pad, "{\"method\":\"", 11);
+            memset(s + pad + 11, 'y', body);
+            cr_expect_eq(parse(s, n, &f), STDIO_BUS_ERR, "body %zu in place %d", body,
+                         in_place);
+            s[n] = '"'; /* closed, but the object is not */
+            cr_expect_eq(parse(s, n + 1, &f), STDIO_BUS_ERR, "body %zu", body);
+            s[n + 1] = '}';
+            cr_expect_eq(parse(s, n + 2, &f), STDIO_BUS_OK, "body %zu", body);
+            cr_expect_eq(f.method.raw_len, body + 2);
+            free(s);
+        }
+    }
+}
+
+Test(fields, a_stop_byte_at_every_position_of_a_long_string)
+{
+    static const size_t lengths[] = {15, 16, 17, 63, 64, 65, 127, 128, 129};
+    for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
+        size_t len = lengths[li];
+        for (int in_place = 0; in_place <= 1; in_place++) {
+            /* Leading whitespace pushes the line past the limit. */
+            size_t pad = in_place ? SB_FIELDS_PAD_MAX + 1 : 0;
+            size_t n = pad + 11 + len + 2;
+            char *s = malloc(n);
+            char *body = s + pad + 11;
+            sb_fields f;
+            memset(s, ' ', pad);
+            memcpy(s + pad, "{\"method\":\"", 11);
+            memcpy(s + n - 2, "\"}", 2);
+            for (size_t at = 0; at < len; at++) {
+                static const char stops[] = {'"', '\\', '\x1f', '\0', '\x01'};
+                memset(body, 'x', len);
+                cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK);
+                cr_assert_eq(f.method.raw_len, len + 2);
+                for (size_t k = 0; k < sizeof stops; k++) {
+                    body[at] = stops[k]; /* '\\' then 'x' is a bad escape */
+                    cr_assert_eq(parse(s, n, &f), STDIO_BUS_ERR,
+                                 "len %zu, byte 0x%02x at %zu, in place %d", len,
+                                 (unsigned char)stops[k], at, in_place);
+                }
+                /* Bytes that do not stop a string, at the same place. */
+                body[at] = '\x7f';
+                cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK, "0x7f at %zu", at);
+                body[at] = '\xa2'; /* '"' with the top bit set */
+                cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK, "0xa2 at %zu", at);
+                body[at] = '\xdc'; /* '\\' with the top bit set */
+                cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK, "0xdc at %zu", at);
+                body[at] = ' ';
+                cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK, "' ' at %zu", at);
+                body[at] = '#'; /* 0x23, which the scan swaps with '!' */
+                cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK, "'#' at %zu", at);
+                if (at + 1 < len) { /* a valid escape: the scan goes on */
+                    body[at] = '\\';
+                    body[at + 1] = 'n';
+                    cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK, "\\n at %zu", at);
+                    cr_assert_eq(f.method.raw_len, len + 2);
+                    body[at + 1] = '"'; /* an escaped quote */
+                    cr_assert_eq(parse(s, n, &f), STDIO_BUS_OK, "\\\" at %zu", at);
+                }
+            }
+            free(s);
+        }
+    }
+}
+
+Test(fields, tokens_point_into_the_callers_line_not_a_copy)
+{
+    static const char line[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":12345,\"method\":\"tools/call\","
+        "\"sessionId\":\"sess-1\",\"result\":[1],\"error\":{\"a\":null}}";
+    size_t n = sizeof line - 1;
+    for (int in_place = 0; in_place <= 1; in_place++) {
+        size_t pad = in_place ? SB_FIELDS_PAD_MAX + 1 : 0;
+        char *s = malloc(pad + n);
+        sb_fields f;
+        memset(s, '\n', pad);
+        memcpy(s + pad, line, n);
+        /* Straight on the caller's buffer, not via parse()'s copy. */
+        cr_assert_eq(sb_fields_parse(s, pad + n, &f), STDIO_BUS_OK);
+        cr_expect_eq(f.id.raw, s + pad + strlen("{\"jsonrpc\":\"2.0\",\"id\":"));
+        cr_expect_eq(f.method.raw, s + pad + (strstr(line, "\"tools/call\"") - line));
+        cr_expect_eq(f.session_id.raw, s + pad + (strstr(line, "\"sess-1\"") - line));
+        cr_expect_eq(f.result.raw, s + pad + (strstr(line, "[1]") - line));
+        cr_expect_eq(f.error.raw, s + pad + (strstr(line, "{\"a\"") - line));
+        cr_expect_eq(f.error.raw_len, strlen("{\"a\":null}"));
+        free(s);
     }
 }
