@@ -8,6 +8,7 @@ harness can be proven without the C daemon; each --break switches one
 behaviour off, so a self-test can show that the matching tests fail:
 
   reserialize          forward re-serialised JSON instead of the bytes received
+  trim-whitespace      forward lines without the whitespace around the object
   keep-malformed       ignore invalid JSON instead of closing the client
   accept-non-object    ignore JSON that is not an object instead of closing
   broadcast-responses  send every response to every client
@@ -149,6 +150,8 @@ class Daemon:
         return token if "ids-not-per-worker" in BREAKS else (w, token)
 
     def encode(self, msg, raw):
+        if "trim-whitespace" in BREAKS:
+            raw = raw.strip(b" \t\r\n") + b"\n"
         return json.dumps(msg).encode() + b"\n" if "reserialize" in BREAKS else raw
 
     def from_client(self, c, line):

@@ -140,7 +140,10 @@ def test_client_that_stops_reading_does_not_delay_others(bus):
         slow.sendall(b'{"jsonrpc":"2.0","id":"hi","method":"echo","sessionId":"slow"}\n')
         line = b""
         while not line.endswith(b"\n"):
-            chunk = slow.recv(65536)
+            try:
+                chunk = slow.recv(65536)
+            except socket.timeout:
+                raise DaemonTimeout("the slow client got no answer within 5 s") from None
             assert chunk, "the daemon closed the slow client"
             line += chunk
         slow_pid = pid_of(json.loads(line))

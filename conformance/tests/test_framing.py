@@ -34,6 +34,22 @@ def test_worker_line_reaches_client_byte_for_byte(bus):
     assert c.sync() == []
 
 
+@pytest.mark.clause("SB-5.1.1-3", "SB-4.2.3-3")
+def test_leading_and_trailing_whitespace_passes_through_both_ways(bus):
+    # JSON allows whitespace before and after the object: a daemon that trims
+    # either end of a line changes the bytes it forwards.
+    bus.start(instances=1)
+    c = bus.client()
+    odd = '  \t {"jsonrpc":"2.0","id":"ws1","result":{"w":"  "}} \t \n'
+    sent = (b'   \t  {"jsonrpc":"2.0","id":"ws1","method":"emit",'
+            b'"params":{"mock":{"emit":' + json.dumps(odd).encode() + b'}}}  \t\n')
+    c.send(sent)
+    assert c.recv_line() == odd.encode(), "the worker's line was changed on its way to the client"
+    assert bus.worker_log().wait_received(b'"id":"ws1"').line == sent, \
+        "the client's line was changed on its way to the worker"
+    assert c.sync() == []
+
+
 @pytest.mark.clause("SB-5.1.1-3", "SB-4.2.3-3", "SB-I-26")
 def test_big_payload_passes_through_both_ways(bus):
     bus.start(instances=1)

@@ -52,7 +52,10 @@ def raw_client(d, session):
     s.sendall(b'{"jsonrpc":"2.0","id":"raw","method":"echo","sessionId":"%s"}\n' % session.encode())
     data = b""
     while not data.endswith(b"\n"):
-        chunk = s.recv(65536)
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            raise DaemonTimeout(f"the raw client {session} got no answer within 5 s") from None
         if not chunk:
             raise ConnectionClosed(f"the daemon closed the raw client {session}")
         data += chunk

@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, procinfo
+from stdio_bus_conformance import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError, procinfo
+from stdio_bus_conformance import field
 
 WAIT = 5.0
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
@@ -122,7 +123,12 @@ class RawClient:
 
     def send(self, data):
         self.recorder.add(f"{self.name} -> daemon", data[:4096])
-        self.sock.sendall(data)
+        self.sock.settimeout(WAIT)
+        try:
+            self.sock.sendall(data)
+        except socket.timeout:
+            raise DaemonTimeout(f"{self.name}: the daemon did not read {len(data)} bytes "
+                                f"within {WAIT:g} s") from None
 
     def read_lines(self, count, timeout=WAIT):
         """Reads until `count` lines have arrived; returns them."""
@@ -585,8 +591,19 @@ def sessionless_requests(prefix, n):
                     + b"\n" for i in range(n))
 
 
+def parse_line(line):
+    """A line the daemon delivered, as a JSON object (DaemonError if it is not one)."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        raise DaemonError(f"the daemon sent a line that is not JSON: {line[:200]!r}") from None
+    if not isinstance(obj, dict):
+        raise DaemonError(f"the daemon sent JSON that is not an object: {line[:200]!r}")
+    return obj
+
+
 def answered_ids(lines):
-    return {json.loads(x)["id"] for x in lines}
+    return {field(parse_line(x), "id") for x in lines}
 
 
 def fill_sessions(c, n, prefix="sess"):
@@ -702,7 +719,7 @@ def test_session_id_of_256_bytes_is_accepted_and_257_is_not(bus):
     resp = c.request(session=ok, params={"mock": {"notify": 1}})
     assert resp["sessionId"] == ok
     notes = [x for x in c.sync(session=ok) + c.received if b"notifications/progress" in x]
-    assert notes and json.loads(notes[0])["sessionId"] == ok, "the worker's notification was not delivered"
+    assert notes and field(parse_line(notes[0]), "sessionId") == ok, "the worker's notification was not delivered"
     over = json.dumps({"jsonrpc": "2.0", "id": "long-sid", "method": "test/s",
                        "sessionId": "T" * 257}).encode() + b"\n"
     assert over_limit_dropped(bus, c, over, b"T" * 257), "a 257-byte sessionId was routed"
