@@ -316,7 +316,11 @@ static void check_success(const sb_config *cfg, const cJSON *root, int unknown_k
         const cJSON *member;
         if (limits)
             cJSON_ArrayForEach(member, limits) {
-                if (strcmp(member->string, limit_rules[i].key) == 0)
+                /* Only a value in the rule's range converts to long without
+                 * overflow (a later duplicate of 1e300 is undefined as long);
+                 * an out-of-range one could not have been taken anyway. */
+                if (strcmp(member->string, limit_rules[i].key) == 0 &&
+                    is_integer_in(member, limit_rules[i].min, limit_rules[i].max))
                     last[i] = (long)member->valuedouble;
             }
     }
