@@ -157,6 +157,22 @@ class Daemon:
                 self._stdout += data
             self.recorder.add("daemon stdout (socket mode)", data)
 
+    @staticmethod
+    def _wait_probe_closed(s, limit: float = 2.0) -> None:
+        """Ends the readiness probe and waits (at most `limit` s) for the daemon
+        to close its side, so that the probe no longer counts as a connected
+        client when the test starts: a test that opens MAX_CONNECTIONS
+        connections at once otherwise races the daemon's noticing the probe's
+        EOF. A daemon that keeps a half-closed connection open is not at fault
+        here; the wait just ends."""
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(limit)
+        try:
+            while s.recv(4096):
+                pass
+        except OSError:  # the deadline, or a reset: either way, go on
+            pass
+
     def _wait_ready(self) -> None:
         how = self.profile.readiness.get(self.mode, "none")
         deadline = time.monotonic() + self.profile.startup_timeout
@@ -168,6 +184,7 @@ class Daemon:
                     with self._raw_socket() as s:
                         s.settimeout(max(0.05, deadline - time.monotonic()))
                         s.connect(self.address)
+                        self._wait_probe_closed(s)
                     self.recorder.note(f"ready: {self.address} accepts connections")
                     return
                 except OSError:
