@@ -15,11 +15,14 @@ fails); the suite's own problems raise HarnessError.
 from __future__ import annotations
 
 import collections
+import fcntl
 import functools
 import os
 import select
 import signal
+import struct
 import subprocess
+import termios
 import threading
 import time
 from dataclasses import dataclass
@@ -181,13 +184,32 @@ class WorkerProc:
         self.send(b"".join(lines))
 
     def send_pieces(self, data: bytes, pieces: int, pause: float) -> None:
-        """data in `pieces` writes, `pause` seconds apart (a paced writer,
-        not a wait for the worker)."""
+        """data in `pieces` writes. Before each next piece the worker has
+        read the last one (wait_drained), so every read it makes ends inside
+        the line; `pause` seconds then pass as well (a paced writer)."""
         step = max(1, -(-len(data) // pieces))
         for i in range(0, len(data), step):
             self.send(data[i:i + step])
             if i + step < len(data):
+                self.wait_drained()
                 time.sleep(pause)
+
+    def wait_drained(self, limit: float = 2.0) -> bool:
+        """Waits (at most `limit` s) until the worker has read everything
+        written to its stdin, so the next write cannot join the last one in
+        the pipe. True when it has; a worker that is not reading just makes
+        the wait end. Linux answers FIONREAD on a pipe's write end."""
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                unread = struct.unpack("i", fcntl.ioctl(self._wfd, termios.FIONREAD, b"\0" * 4))[0]
+            except OSError:
+                return False
+            if unread == 0:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)  # poll interval inside the deadline loop
 
     def close_stdin(self) -> None:
         """End of input."""

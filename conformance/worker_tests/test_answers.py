@@ -149,6 +149,7 @@ def test_lines_are_read_whole_however_they_are_written(worker):
     utf8 = worker.request(id="ü-split", session="sé")  # cut inside a two-byte character
     cut = utf8.line.index("ü".encode()) + 1
     w.send(utf8.line[:cut])
+    w.wait_drained()  # so the two halves reach the worker in two reads
     w.send(utf8.line[cut:])
     many = [worker.request(id=f"many-{i}") for i in range(50)]
     w.send_lines([m.line for m in many])
