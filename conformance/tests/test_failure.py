@@ -500,8 +500,10 @@ def test_restart_delays_double_up_to_the_cap(bus):
         assert e * 0.95 <= g <= e + 80 + overhead, (
             f"restart {k + 1}: delay {g:.0f} ms, expected {e} ms (+ {overhead:.0f} ms of the "
             f"worker's own exit and start-up); all: {gaps}")
-    # Growth, from differences, in which that overhead cancels: 50 then 100 ms.
-    assert gaps[1] - gaps[0] > 25 and gaps[2] - gaps[1] > 50, \
+    # Growth, from differences, in which that overhead cancels. Two restarts
+    # apart (150 and 200 ms expected), because under a sanitizer the overhead
+    # itself varies by about 40 ms from one restart to the next.
+    assert gaps[2] - gaps[0] > 75 and gaps[3] - gaps[1] > 100, \
         f"delays do not grow exponentially: {gaps}"
 
 
