@@ -47,12 +47,6 @@
 
 #include "status.h"
 
-/* Lines up to this many bytes are scanned from a padded stack copy (see
- * the top of the file), which costs this much stack; -DSB_FIELDS_PAD_MAX=0
- * scans every line in place. */
-#ifndef SB_FIELDS_PAD_MAX
-#define SB_FIELDS_PAD_MAX 1024
-#endif
 /* Zero bytes after the copy: at least the widest read ahead (64). */
 #define PAD_BYTES 64
 

@@ -54,4 +54,11 @@ int sb_fields_parse(const char *line, size_t len, sb_fields *out);
 
 #define SB_FIELDS_MAX_DEPTH 1000
 
+/* Lines up to this many bytes are scanned from a zero-padded stack copy
+ * (see fields.c), which costs this much stack; -DSB_FIELDS_PAD_MAX=0 scans
+ * every line in place. */
+#ifndef SB_FIELDS_PAD_MAX
+#define SB_FIELDS_PAD_MAX 1024
+#endif
+
 #endif

@@ -7,9 +7,9 @@ Test code imports from here:
 """
 
 from . import procinfo
-from .client import Client, field, next_id
+from .client import Client, field, next_id, parse_line
 from .errors import ConnectionClosed, DaemonError, DaemonExited, DaemonTimeout, HarnessError
 from .workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ConnectionClosed", "DaemonError", "DaemonExited", "DaemonTimeout",
-           "HarnessError", "Record", "WorkerLog", "field", "next_id", "procinfo"]
+           "HarnessError", "Record", "WorkerLog", "field", "next_id", "parse_line", "procinfo"]

@@ -45,6 +45,20 @@ def field(msg, *path):
     return value
 
 
+def parse_line(line: bytes, who: str = "client") -> dict:
+    """A line the daemon delivered to `who`, as a JSON object: DaemonError if
+    it is not terminated by a newline, not JSON, or not an object."""
+    if not line.endswith(b"\n"):
+        raise DaemonError(f"{who}: line from the daemon not terminated by \\n: {line[:200]!r}")
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise DaemonError(f"{who}: daemon sent a line that is not JSON ({exc}): {line[:200]!r}") from None
+    if not isinstance(obj, dict):
+        raise DaemonError(f"{who}: daemon sent JSON that is not an object: {line[:200]!r}")
+    return obj
+
+
 def reset_ids() -> None:
     """Each test starts again at 1, so a rerun with the same seed sends the
     same bytes whatever ran before it in the process."""
@@ -144,15 +158,7 @@ class Client:
         return self._parse(line)
 
     def _parse(self, line: bytes):
-        if not line.endswith(b"\n"):
-            raise DaemonError(f"{self.name}: line from the daemon not terminated by \\n: {line[:200]!r}")
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise DaemonError(f"{self.name}: daemon sent a line that is not JSON ({exc}): {line[:200]!r}")
-        if not isinstance(obj, dict):
-            raise DaemonError(f"{self.name}: daemon sent JSON that is not an object: {line[:200]!r}")
-        return obj
+        return parse_line(line, self.name)
 
     def recv_response(self, req_id, timeout: float | None = None) -> dict:
         """Waits for the response whose id equals req_id; other lines that

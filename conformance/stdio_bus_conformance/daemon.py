@@ -9,6 +9,7 @@ workers it leaks can be killed at teardown.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -167,11 +168,10 @@ class Daemon:
         here; the wait just ends."""
         s.shutdown(socket.SHUT_WR)
         s.settimeout(limit)
-        try:
-            while s.recv(4096):
-                pass
-        except OSError:  # the deadline, or a reset: either way, go on
-            pass
+        with contextlib.suppress(OSError):  # the deadline, or a reset: go on
+            data = s.recv(4096)
+            while data:
+                data = s.recv(4096)
 
     def _wait_ready(self) -> None:
         how = self.profile.readiness.get(self.mode, "none")

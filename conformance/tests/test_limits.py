@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError, procinfo
-from stdio_bus_conformance import field
+from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, procinfo
+from stdio_bus_conformance import field, parse_line
 
 WAIT = 5.0
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
@@ -589,17 +589,6 @@ def session_requests(prefix, n, start=0):
 def sessionless_requests(prefix, n):
     return b"".join(json.dumps({"jsonrpc": "2.0", "id": f"{prefix}-{i}", "method": "test/n"}).encode()
                     + b"\n" for i in range(n))
-
-
-def parse_line(line):
-    """A line the daemon delivered, as a JSON object (DaemonError if it is not one)."""
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        raise DaemonError(f"the daemon sent a line that is not JSON: {line[:200]!r}") from None
-    if not isinstance(obj, dict):
-        raise DaemonError(f"the daemon sent JSON that is not an object: {line[:200]!r}")
-    return obj
 
 
 def answered_ids(lines):

@@ -531,12 +531,8 @@ Test(fields, a_long_line_is_scanned_exactly)
 
 /* ---- the padded copy and the block-wise string scan ------------------ */
 
-/* Lines up to SB_FIELDS_PAD_MAX bytes are scanned from a zero-padded copy,
- * longer ones in place (src/fields.c). Must match the default there; a
- * build that overrides it passes the same -D to both. */
-#ifndef SB_FIELDS_PAD_MAX
-#define SB_FIELDS_PAD_MAX 1024
-#endif
+/* Lines up to SB_FIELDS_PAD_MAX bytes (fields.h) are scanned from a
+ * zero-padded copy, longer ones in place (src/fields.c). */
 
 /* Builds {"method":"xx...x"} of exactly n bytes (n >= 13) in a new buffer;
  * the string body is n - 13 bytes long and starts at offset 11. */
