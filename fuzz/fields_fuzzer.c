@@ -26,6 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "fields.h"
+#include "idkey.h"
 #include "status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -300,6 +301,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc != STDIO_BUS_OK)
             fprintf(stderr, "fields_fuzzer: %d for an object cJSON accepts\n", rc);
         CHECK(rc == STDIO_BUS_OK);
+    }
+
+    if (rc == STDIO_BUS_OK) {
+        /* The parser's plain flag is sound: a token it calls plain is, by
+         * a second look at its bytes (SB-I-45: the pending table trusts it
+         * to skip that look). It may call a plain token not plain. */
+        const sb_token *t[] = {&f.id, &f.session_id, &f.method};
+        for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+            if ((t[i]->type == SB_JSON_STRING || t[i]->type == SB_JSON_NUMBER) &&
+                t[i]->raw_len < SB_IDKEY_MAX)
+                CHECK(!sb_idkey_of(t[i]->raw, t[i]->raw_len, t[i]->plain).plain ||
+                      sb_idkey_raw(t[i]->raw, t[i]->raw_len).plain);
     }
 
     if (rc != STDIO_BUS_OK) {

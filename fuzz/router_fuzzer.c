@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "bus_limits.h"
 #include "router.h"
 #include "status.h"
@@ -154,12 +156,14 @@ typedef struct {
     size_t id_len, session_len;
     char id[ID_RAW_MAX];
     char session[SID_RAW_MAX];
-    int next; /* bucket chain, or free list */
+    int next;  /* bucket chain, or free list */
+    int vnext; /* chain of entries whose ids hash to one value */
 } m_req;
 
 typedef struct {
     m_req e[CAP_PENDING];
     int bucket[M_BUCKETS];
+    int vbucket[M_BUCKETS];
     int free_head, high, count;
     uint64_t next_seq;
 } m_pending;
@@ -174,9 +178,35 @@ static uint32_t req_hash(int receiver, const char *id, size_t id_len) {
     return fnv(2166136261u + (uint32_t)receiver * 977u, id, id_len) & (M_BUCKETS - 1);
 }
 
+/* SB-I-45: the JSON value of an id token, as cJSON reads it (an oracle
+ * independent of src/idkey.c): numbers as their double (-0 as 0), strings
+ * decoded, tagged by type. Returns its length in out (128+ bytes). */
+NO_COVERAGE static size_t id_value(const char *id, size_t id_len, char *out, size_t cap) {
+    char tmp[ID_RAW_MAX + 1];
+    size_t n = id_len < sizeof tmp - 1 ? id_len : sizeof tmp - 1;
+    memcpy(tmp, id, n);
+    tmp[n] = '\0';
+    cJSON *v = cJSON_Parse(tmp);
+    int len;
+    if (v && cJSON_IsNumber(v))
+        len = snprintf(out, cap, "n%.17g", v->valuedouble == 0 ? 0.0 : v->valuedouble);
+    else if (v && cJSON_IsString(v))
+        len = snprintf(out, cap, "s%s", v->valuestring);
+    else
+        len = snprintf(out, cap, "r%.*s", (int)n, tmp);
+    cJSON_Delete(v);
+    return len > 0 ? ((size_t)len < cap ? (size_t)len : cap - 1) : 0;
+}
+
+static uint32_t value_hash(int receiver, const char *id, size_t id_len) {
+    char v[ID_RAW_MAX + 8];
+    size_t n = id_value(id, id_len, v, sizeof v);
+    return fnv(2166136261u + (uint32_t)receiver * 977u, v, n) & (M_BUCKETS - 1);
+}
+
 NO_COVERAGE static void mp_reset(m_pending *t) {
     for (int i = 0; i < M_BUCKETS; i++)
-        t->bucket[i] = -1;
+        t->bucket[i] = t->vbucket[i] = -1;
     t->free_head = -1;
     t->high = t->count = 0;
     t->next_seq = 0;
@@ -206,6 +236,9 @@ static bool mp_add(m_pending *t, int receiver, int sender, const char *id, size_
     uint32_t h = req_hash(receiver, id, id_len);
     q->next = t->bucket[h];
     t->bucket[h] = i;
+    uint32_t vh = value_hash(receiver, id, id_len);
+    q->vnext = t->vbucket[vh];
+    t->vbucket[vh] = i;
     t->count++;
     return true;
 }
@@ -214,10 +247,16 @@ NO_COVERAGE static bool mp_match(const m_req *q, int receiver, const char *id, s
     return q->receiver == receiver && q->id_len == id_len && memcmp(q->id, id, id_len) == 0;
 }
 
+/* SB-I-45: does `receiver` hold a request whose id has this id's value? */
 static bool mp_holds(const m_pending *t, int receiver, const char *id, size_t id_len) {
-    for (int i = t->bucket[req_hash(receiver, id, id_len)]; i >= 0; i = t->e[i].next)
-        if (mp_match(&t->e[i], receiver, id, id_len))
+    char want[ID_RAW_MAX + 8], have[ID_RAW_MAX + 8];
+    size_t n = id_value(id, id_len, want, sizeof want);
+    for (int i = t->vbucket[value_hash(receiver, id, id_len)]; i >= 0; i = t->e[i].vnext) {
+        const m_req *q = &t->e[i];
+        if (q->receiver == receiver && id_value(q->id, q->id_len, have, sizeof have) == n &&
+            memcmp(have, want, n) == 0)
             return true;
+    }
     return false;
 }
 
@@ -227,6 +266,10 @@ static void mp_remove(m_pending *t, int index) {
     while (*link != index)
         link = &t->e[*link].next;
     *link = q->next;
+    link = &t->vbucket[value_hash(q->receiver, q->id, q->id_len)];
+    while (*link != index)
+        link = &t->e[*link].vnext;
+    *link = q->vnext;
     q->used = false;
     q->next = t->free_head;
     t->free_head = index;
@@ -825,24 +868,25 @@ static unsigned rejects_for(line_kind kind, const msg *m) {
     return why;
 }
 
-/* SB-I-30 with SB-I-3: the next running worker after the cursor, skipping
- * those that already hold this id when another is free of it. */
+#define PICK_BUSY (-2)
+
+/* SB-I-30 with SB-I-45: the next running worker after the cursor that holds
+ * no id of this value; PICK_BUSY (cursor unmoved) when every running worker
+ * holds one, -1 when none runs. */
 static int model_pick(const tok *id) {
-    int first = -1;
+    int result = -1;
     for (int n = 0; n < W.workers; n++) {
         int w = (W.rr + n) % W.workers;
         if (W.state[w] != W_RUNNING)
             continue;
-        if (first < 0)
-            first = w;
-        if (!id || !mp_holds(&W.requests, w, id->raw, raw_len(id))) {
-            W.rr = (w + 1) % W.workers;
-            return w;
+        if (id && mp_holds(&W.requests, w, id->raw, raw_len(id))) {
+            result = PICK_BUSY;
+            continue;
         }
+        W.rr = (w + 1) % W.workers;
+        return w;
     }
-    if (first >= 0)
-        W.rr = (first + 1) % W.workers;
-    return first;
+    return result;
 }
 
 /* What the router must do with a routable client message, applied to the
@@ -889,12 +933,22 @@ static expect model_from_client(int c, const msg *m) {
             }
             CHECK(W.state[s->worker] == W_RUNNING); /* model: sessions live on running workers */
             target = s->worker;
+            if (m->id && mp_holds(&W.requests, target, m->id->raw, raw_len(m->id))) {
+                e.action = SB_ROUTE_HOLD; /* SB-I-45 */
+                e.why = SB_WHY_ID_IN_USE;
+                return e;
+            }
         } else {
             if (W.sessions.count >= CAP_SESSIONS) {
                 e.why = SB_WHY_SESSIONS_FULL;
                 return e;
             }
             target = model_pick(m->id);
+            if (target == PICK_BUSY) {
+                e.action = SB_ROUTE_HOLD;
+                e.why = SB_WHY_ID_IN_USE;
+                return e;
+            }
             if (target < 0) {
                 e.why = SB_WHY_NO_WORKER;
                 return e;
@@ -904,6 +958,11 @@ static expect model_from_client(int c, const msg *m) {
         }
     } else {
         target = model_pick(m->id);
+        if (target == PICK_BUSY) {
+            e.action = SB_ROUTE_HOLD;
+            e.why = SB_WHY_ID_IN_USE;
+            return e;
+        }
         if (target < 0) {
             e.why = SB_WHY_NO_WORKER;
             return e;
@@ -981,6 +1040,9 @@ static void compare(const sb_route *d, const expect *e, unsigned rejects) {
     case SB_ROUTE_TO_CLIENT:
         CHECK(d->target == e->target);
         CHECK(d->target >= 0 && d->target < W.clients && W.connected[d->target]);
+        break;
+    case SB_ROUTE_HOLD:
+        CHECK(d->why == e->why);
         break;
     case SB_ROUTE_IGNORE:
         break;

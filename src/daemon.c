@@ -50,6 +50,8 @@ typedef struct {
     int doomed_count;
     sb_peer **dirty; /* peers with queued bytes to write at the end of the round */
     int dirty_count;
+    sb_peer **held; /* clients whose next line waits for its id to be free (SB-I-45) */
+    int held_count;
     int full_outputs; /* peers whose output is over its cap */
 
     int listen_fd;
@@ -76,7 +78,7 @@ static int64_t now_ms(void) {
 /* ---- interest and lifecycle of peers --------------------------------- */
 
 static bool may_read(const sb_daemon *d, const sb_peer *p) {
-    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on)
+    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on || p->held_since_ms)
         return false;
     if (p->kind == SB_PEER_CLIENT)
         return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
@@ -125,6 +127,37 @@ static void mark_ready(sb_daemon *d, sb_peer *p) {
         p->queued = true;
         d->ready[d->ready_count++] = p;
     }
+}
+
+/* SB-I-45: the client's next line has an id whose value is pending on
+ * every worker it could go to. It stays in the input buffer, and the client
+ * is not read (the socket buffer and max_input_buffer bound what waits),
+ * until a pending request ends or the set of running workers changes. */
+static void hold_client(sb_daemon *d, sb_peer *c) {
+    c->held_since_ms = now_ms();
+    d->held[d->held_count++] = c;
+    update_interest(d, c);
+}
+
+static void unhold_client(sb_daemon *d, sb_peer *c) {
+    for (int i = 0; i < d->held_count; i++)
+        if (d->held[i] == c) {
+            d->held[i] = d->held[--d->held_count];
+            break;
+        }
+    c->held_since_ms = 0;
+}
+
+/* Every held client offers its line again at the end of the round; those
+ * whose id is still in use are held again. */
+static void release_held(sb_daemon *d) {
+    for (int i = 0; i < d->held_count; i++) {
+        sb_peer *c = d->held[i];
+        c->held_since_ms = 0;
+        update_interest(d, c);
+        mark_ready(d, c);
+    }
+    d->held_count = 0;
 }
 
 /* Closing is deferred to the end of the dispatch round, so no handler ever
@@ -278,16 +311,24 @@ static void format_tokens(const sb_fields *f, char *out, size_t size) {
                  (int)(f->session_id.raw_len > 80 ? 80 : f->session_id.raw_len), f->session_id.raw);
 }
 
-static void route_from_client(sb_daemon *d, sb_peer *c, const char *line, size_t len) {
+/* Returns false when the line must wait (SB_ROUTE_HOLD): it was not
+ * consumed, and nothing was recorded for it. */
+static bool route_from_client(sb_daemon *d, sb_peer *c, const char *line, size_t len) {
     sb_route r = sb_router_from_client(&d->router, c->index, line, len);
     char tokens[200];
     switch (r.action) {
     case SB_ROUTE_IGNORE:
-        return;
+        return true;
+    case SB_ROUTE_HOLD:
+        if (sb_log_enabled(SB_LOG_DEBUG)) {
+            format_tokens(&r.fields, tokens, sizeof tokens);
+            sb_debug(c->name, "holding:%s: %s", tokens, sb_router_why(r.why));
+        }
+        return false;
     case SB_ROUTE_REJECT: /* SB-4.3-1, SB-4.3-2 */
         sb_warn(c->name, "malformed input (%s): closing the client", sb_router_why(r.why));
         doom(d, c);
-        return;
+        return true;
     case SB_ROUTE_DROP:
         format_tokens(&r.fields, tokens, sizeof tokens);
         if (r.why == SB_WHY_FOREIGN_SESSION)
@@ -298,7 +339,7 @@ static void route_from_client(sb_daemon *d, sb_peer *c, const char *line, size_t
         if (r.is_request)
             send_error_reply(d, c, r.fields.id.raw, r.fields.id.raw_len, r.fields.session_id.raw,
                              r.fields.session_id.raw_len, sb_router_why(r.why));
-        return;
+        return true;
     case SB_ROUTE_TO_WORKER: {
         sb_worker *w = &d->workers[r.target];
         if (sb_log_enabled(SB_LOG_DEBUG)) {
@@ -306,11 +347,12 @@ static void route_from_client(sb_daemon *d, sb_peer *c, const char *line, size_t
             sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens, r.new_session ? " (new session)" : "");
         }
         send_line(d, &w->peer, line, len, c); /* SB-5.1.1-3: the bytes as received */
-        return;
+        return true;
     }
     case SB_ROUTE_TO_CLIENT:
-        return; /* not produced for client input */
+        break; /* not produced for client input */
     }
+    return true;
 }
 
 static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size_t len) {
@@ -325,6 +367,8 @@ static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size
     case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
         format_tokens(&r.fields, tokens, sizeof tokens);
         sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+        if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
+            release_held(d); /* an orphan's id is free again */
         return;
     case SB_ROUTE_TO_CLIENT: {
         sb_peer *c = &d->clients[r.target];
@@ -333,9 +377,12 @@ static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size
             sb_debug(w->peer.name, "-> %s:%s", c->name, tokens);
         }
         send_line(d, c, line, len, &w->peer); /* SB-4.2.3-3: pass-through */
+        if (d->held_count && (r.fields.result.type || r.fields.error.type))
+            release_held(d); /* a pending id is free again */
         return;
     }
     case SB_ROUTE_TO_WORKER:
+    case SB_ROUTE_HOLD:
         return;
     }
 }
@@ -345,6 +392,8 @@ static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size
 static int process_lines(sb_daemon *d, sb_peer *p) {
     const char *line;
     long n;
+    if (p->held_since_ms)
+        return STDIO_BUS_OK; /* SB-I-45: its next line waits */
     while (!p->blocked_on && !p->doomed) {
         if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
             return STDIO_BUS_OK; /* a failed worker's further output is not routed */
@@ -355,9 +404,13 @@ static int process_lines(sb_daemon *d, sb_peer *p) {
             return STDIO_BUS_OK;
         if (n == STDIO_BUS_EFULL)
             return STDIO_BUS_EFULL;
-        if (p->kind == SB_PEER_CLIENT)
-            route_from_client(d, p, line, (size_t)n);
-        else
+        if (p->kind == SB_PEER_CLIENT) {
+            if (!route_from_client(d, p, line, (size_t)n)) {
+                sb_frame_unread(&p->in, (size_t)n);
+                hold_client(d, p);
+                return STDIO_BUS_OK;
+            }
+        } else
             route_from_worker(d, (sb_worker *)p, line, (size_t)n);
     }
     return STDIO_BUS_OK;
@@ -484,6 +537,8 @@ static void client_close(sb_daemon *d, sb_peer *c) {
         d->full_outputs--;
     }
     release_waiters(d, c);
+    if (c->held_since_ms)
+        unhold_client(d, c);
     if (c->in_fd >= 0) {
         sb_loop_del(&d->loop, c->in_fd);
         if (c->in_fd > STDERR_FILENO)
@@ -639,6 +694,8 @@ static int worker_spawn(sb_daemon *d, sb_worker *w) {
         return STDIO_BUS_ERR;
     }
     sb_router_set_running(&d->router, w->id, true);
+    if (d->held_count)
+        release_held(d); /* SB-I-45: one more worker to go to */
     return STDIO_BUS_OK;
 }
 
@@ -676,6 +733,8 @@ static void worker_fail(sb_daemon *d, sb_worker *w, sb_fail_output output, const
     w->muted = output == SB_MUTE_OUTPUT;
     sb_router_set_running(&d->router, w->id, false);
     invalidate_sessions(d, w);
+    if (d->held_count)
+        release_held(d); /* SB-I-45: fewer workers to wait for */
     w->state = SB_WORKER_STOPPING;
     w->kill_at_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
     sb_worker_signal(w, SIGTERM);
@@ -764,6 +823,8 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
     sb_pending_drop_sender(&d->router.upstream, w->id, NULL, NULL);
     if (discarded)
         sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
+    if (d->held_count)
+        release_held(d); /* SB-I-45: its ids are free */
     w->pid = -1;
     w->kill_at_ms = 0;
     w->stdin_lost_ms = 0;
@@ -987,6 +1048,16 @@ static void check_timers(sb_daemon *d, int64_t now) {
             w->kill_at_ms = 0;
         }
     }
+    for (int i = 0; i < d->held_count; i++) { /* SB-I-45 */
+        sb_peer *c = d->held[i];
+        if (!c->doomed && now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
+            sb_error(c->name,
+                     "request held for backpressure_timeout_sec=%d: its id stays in use on every "
+                     "worker it could go to: closing",
+                     d->limits->backpressure_timeout_sec);
+            doom(d, c);
+        }
+    }
     if (d->full_outputs > 0) { /* SB-7.3.1-4 */
         int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
         for (int i = 0; i < d->worker_count; i++) {
@@ -1028,6 +1099,11 @@ static int64_t next_deadline(const sb_daemon *d) {
                 d->clients[i].full_since_ms + limit < next)
                 next = d->clients[i].full_since_ms + limit;
     }
+    for (int i = 0; i < d->held_count; i++) {
+        int64_t at = d->held[i]->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000;
+        if (at < next)
+            next = at;
+    }
     if (d->phase == SB_PHASE_LINGER && d->linger_deadline_ms < next)
         next = d->linger_deadline_ms;
     if (d->phase == SB_PHASE_DRAINING && d->drain_deadline_ms < next)
@@ -1041,7 +1117,8 @@ static void check_phase(sb_daemon *d, int64_t now) {
     if (d->phase == SB_PHASE_LINGER) {
         const sb_peer *c = &d->clients[0];
         bool client_done = c->kind != SB_PEER_CLIENT ||
-                           (!client_has_pending(d, c) && sb_outq_len(&c->out) == 0);
+                           (!client_has_pending(d, c) && !c->held_since_ms &&
+                            sb_outq_len(&c->out) == 0);
         if (client_done)
             begin_shutdown(d, "stdin EOF, nothing in flight");
         else if (now >= d->linger_deadline_ms)
@@ -1080,7 +1157,9 @@ static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt
     d->ready = malloc((size_t)peers * sizeof *d->ready);
     d->doomed = malloc((size_t)peers * sizeof *d->doomed);
     d->dirty = malloc((size_t)peers * sizeof *d->dirty);
+    d->held = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->held);
     if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
+        !d->held ||
         sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0) {
         sb_error(NULL, "out of memory at start-up");
@@ -1136,6 +1215,7 @@ static void daemon_fini(sb_daemon *d) {
     free(d->ready);
     free(d->doomed);
     free(d->dirty);
+    free(d->held);
 }
 
 static int open_clients(sb_daemon *d, const sb_options *opt) {

@@ -391,7 +391,8 @@ static ALWAYS_INLINE int parse_core(const unsigned char *base, size_t len,
     unsigned closer = 0;   /* closers[depth] */
     sb_token *slot = NULL; /* the routing field whose value is being read */
     const scan_consts consts = make_scan_consts();
-    int escaped;
+    int escaped = 0;
+    int odd_number = 0; /* the field's number has a fraction or an exponent */
 
     closers[0] = 0;
     SKIP_WS(p);
@@ -454,12 +455,14 @@ value: /* a value is expected at p, maybe after whitespace */
         else
             return STDIO_BUS_ERR;
         if (!AT_END(p) && *p == '.') {
+            odd_number = 1;
             if (++p, AT_END(p) || !IS_DIGIT(*p))
                 return STDIO_BUS_ERR;
             while (++p, !AT_END(p) && IS_DIGIT(*p))
                 ;
         }
         if (!AT_END(p) && (*p == 'e' || *p == 'E')) {
+            odd_number = 1;
             if (++p, !AT_END(p) && (*p == '+' || *p == '-'))
                 p++;
             if (AT_END(p) || !IS_DIGIT(*p))
@@ -526,6 +529,11 @@ value_end: /* p just past a complete value */
         const unsigned char *start = (const unsigned char *)slot->raw;
         slot->raw = line + (start - base);
         slot->raw_len = (size_t)(p - start);
+        /* A string's own escapes, a number's fraction or exponent. An
+         * escaped key, or a number with a fraction earlier in the line,
+         * only makes this conservative (0: the id is looked at again). */
+        slot->plain = !(escaped | odd_number);
+        odd_number = 0;
         slot = NULL;
     }
 after_value: /* a ',', a closing bracket or the end is expected at p */

@@ -25,6 +25,9 @@ typedef enum {
  * written (a string keeps its quotes and escapes, so "1" and 1 differ). */
 typedef struct {
     sb_json_type type;
+    unsigned char plain; /* a string without escapes, a number without fraction
+                          * or exponent (may be 0 when such a token follows an
+                          * escaped key): see sb_idkey_of for what it spares */
     const char *raw;
     size_t raw_len;
 } sb_token;

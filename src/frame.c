@@ -107,6 +107,13 @@ long sb_frame_next(sb_frame *f, const char **line)
     return STDIO_BUS_EAGAIN;
 }
 
+void sb_frame_unread(sb_frame *f, size_t n)
+{
+    assert(n <= f->start);
+    f->start -= n;
+    f->scanned = 0;
+}
+
 size_t sb_frame_pending(const sb_frame *f)
 {
     return f->len - f->start;

@@ -47,6 +47,11 @@ void sb_frame_commit(sb_frame *f, size_t n);
  *         bytes without a '\n' (SB-7.3.2: close the connection). */
 long sb_frame_next(sb_frame *f, const char **line);
 
+/* Gives back the line of n bytes that sb_frame_next returned last, so the
+ * next call returns it again (a line that cannot be routed yet, SB-I-45).
+ * Call it before any sb_frame_space or sb_frame_commit. */
+void sb_frame_unread(sb_frame *f, size_t n);
+
 /* Bytes buffered and not yet returned as lines. */
 size_t sb_frame_pending(const sb_frame *f);
 

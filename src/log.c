@@ -8,13 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static sb_log_level log_threshold = SB_LOG_INFO;
+sb_log_level sb_log_threshold = SB_LOG_INFO;
 
 static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 
-void sb_log_set_level(sb_log_level level) { log_threshold = level; }
-
-int sb_log_enabled(sb_log_level level) { return level >= log_threshold; }
+void sb_log_set_level(sb_log_level level) { sb_log_threshold = level; }
 
 int sb_log_parse_level(const char *name, sb_log_level *out) {
     static const char *const lower[] = {"debug", "info", "warn", "error"};

@@ -9,7 +9,9 @@ typedef enum { SB_LOG_DEBUG = 0, SB_LOG_INFO, SB_LOG_WARN, SB_LOG_ERROR } sb_log
 void sb_log_set_level(sb_log_level level);
 /* Parses "debug", "info", "warn" or "error"; returns 0 or STDIO_BUS_EINVAL. */
 int sb_log_parse_level(const char *name, sb_log_level *out);
-int sb_log_enabled(sb_log_level level);
+/* Inline: the per-message path asks it before formatting debug lines. */
+extern sb_log_level sb_log_threshold;
+static inline int sb_log_enabled(sb_log_level level) { return level >= sb_log_threshold; }
 
 /* Writes one line: `<time> <LEVEL> [<ctx>] <message>\n` with a single
  * write(2), so lines from one process never interleave. ctx may be NULL. */

@@ -1,5 +1,5 @@
 #include "pending.h"
-#include "hash.h"
+#include "idkey.h"
 #include "status.h"
 
 #include <stdlib.h>
@@ -42,13 +42,47 @@ void sb_pending_fini(sb_pending *t) {
     memset(t, 0, sizeof *t);
 }
 
-static uint32_t key_hash(int receiver, const char *id, size_t id_len) {
-    return sb_hash_bytes((uint32_t)receiver * 2654435761u, id, id_len);
+/* Entries are hashed by the id's value (idkey.h), so ids that a
+ * re-serialising worker could confuse share a bucket: sb_pending_holds
+ * finds them, while responses still match the exact token (SB-I-3). */
+static uint32_t key_hash(int receiver, sb_idkey id) {
+    uint32_t h = id.hash ^ ((uint32_t)receiver * 2654435761u);
+    return h ^ (h >> 15);
 }
 
-int sb_pending_add(sb_pending *t, int receiver, int sender, const char *id, size_t id_len,
-                   const char *session, size_t session_len) {
-    if (id_len == 0 || id_len > sizeof t->entries[0].id ||
+/* Off the per-message path: only reached when two ids of one receiver
+ * share a hash but not their bytes. */
+__attribute__((noinline)) static int same_value(sb_idkey a, sb_idkey b) {
+    char buf_a[SB_IDKEY_MAX], buf_b[SB_IDKEY_MAX];
+    const char *ca, *cb;
+    size_t na = sb_idkey_canon(a, buf_a, &ca);
+    size_t nb = sb_idkey_canon(b, buf_b, &cb);
+    return na == nb && memcmp(ca, cb, na) == 0;
+}
+
+/* The bucket walk of holds and add_unique: an entry of this receiver with
+ * an id of this value. */
+static inline int find_value(const sb_pending *t, int receiver, sb_idkey id, uint32_t h) {
+    for (int32_t i = t->buckets[h & t->bucket_mask]; i != NIL; i = t->entries[i].next_in_bucket) {
+        const sb_request *r = &t->entries[i];
+        if (r->hash != h || r->receiver != receiver)
+            continue;
+        if (r->id_len == id.len && memcmp(r->id, id.raw, id.len) == 0)
+            return 1;
+        sb_idkey held = {r->id, r->id_len, r->id_plain, 0};
+        if (same_value(held, id))
+            return 1;
+    }
+    return 0;
+}
+
+int sb_pending_holds(const sb_pending *t, int receiver, sb_idkey id) {
+    return find_value(t, receiver, id, key_hash(receiver, id));
+}
+
+static int insert(sb_pending *t, int receiver, int sender, sb_idkey id, uint32_t h,
+                  const char *session, size_t session_len) {
+    if (id.len == 0 || id.len > sizeof t->entries[0].id ||
         session_len > sizeof t->entries[0].session)
         return STDIO_BUS_EINVAL;
     if (t->free_head == NIL)
@@ -57,12 +91,13 @@ int sb_pending_add(sb_pending *t, int receiver, int sender, const char *id, size
     sb_request *r = &t->entries[index];
     t->free_head = r->next_in_bucket;
 
-    r->hash = key_hash(receiver, id, id_len);
+    r->hash = h;
     r->receiver = receiver;
     r->sender = sender;
     r->seq = t->next_seq++;
-    r->id_len = (uint8_t)id_len;
-    memcpy(r->id, id, id_len);
+    r->id_len = (uint8_t)id.len;
+    r->id_plain = (uint8_t)id.plain;
+    memcpy(r->id, id.raw, id.len);
     r->session_len = (uint16_t)session_len;
     if (session_len)
         memcpy(r->session, session, session_len);
@@ -87,18 +122,23 @@ int sb_pending_add(sb_pending *t, int receiver, int sender, const char *id, size
     return STDIO_BUS_OK;
 }
 
+int sb_pending_add(sb_pending *t, int receiver, int sender, sb_idkey id, const char *session,
+                   size_t session_len) {
+    return insert(t, receiver, sender, id, key_hash(receiver, id), session, session_len);
+}
+
+int sb_pending_add_unique(sb_pending *t, int receiver, int sender, sb_idkey id,
+                          const char *session, size_t session_len) {
+    uint32_t h = key_hash(receiver, id);
+    if (find_value(t, receiver, id, h))
+        return STDIO_BUS_EAGAIN;
+    return insert(t, receiver, sender, id, h, session, session_len);
+}
+
 static int matches(const sb_request *r, uint32_t hash, int receiver, const char *id,
                    size_t id_len) {
     return r->hash == hash && r->receiver == receiver && r->id_len == id_len &&
            memcmp(r->id, id, id_len) == 0;
-}
-
-int sb_pending_holds(const sb_pending *t, int receiver, const char *id, size_t id_len) {
-    uint32_t h = key_hash(receiver, id, id_len);
-    for (int32_t i = t->buckets[h & t->bucket_mask]; i != NIL; i = t->entries[i].next_in_bucket)
-        if (matches(&t->entries[i], h, receiver, id, id_len))
-            return 1;
-    return 0;
 }
 
 static void unlink_sender(sb_pending *t, int32_t index) {
@@ -135,14 +175,14 @@ static void unlink_entry(sb_pending *t, int32_t index) {
     t->count--;
 }
 
-int sb_pending_take(sb_pending *t, int receiver, const char *id, size_t id_len,
-                    const char *session, size_t session_len) {
-    uint32_t h = key_hash(receiver, id, id_len);
+int sb_pending_take(sb_pending *t, int receiver, sb_idkey id, const char *session,
+                    size_t session_len) {
+    uint32_t h = key_hash(receiver, id);
     int32_t chosen = NIL;
     int chosen_rank = 3;
     for (int32_t i = t->buckets[h & t->bucket_mask]; i != NIL; i = t->entries[i].next_in_bucket) {
         const sb_request *r = &t->entries[i];
-        if (!matches(r, h, receiver, id, id_len))
+        if (!matches(r, h, receiver, id.raw, id.len))
             continue;
         /* SB-I-3: the request in the response's own session first, then one
          * without a session, then (6.3.1 routes by id) any other: orphans

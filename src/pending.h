@@ -6,10 +6,11 @@
  * (receiver = worker, sender = client) and server-to-client requests
  * (receiver = client, sender = worker; SB-I-14).
  *
- * Fixed capacity, allocated once; O(1) lookups. Several entries may share a
- * key (two clients reusing an id on one worker, SB-I-3); a response then
- * takes the oldest entry recorded with its own sessionId, else the oldest
- * without one, else the oldest of any session (6.3.1 routes by id).
+ * Fixed capacity, allocated once; O(1) lookups. The router never records
+ * two client requests with the same id value on one worker (SB-I-45), but
+ * the table allows it (worker requests to one client may share an id): a
+ * response then takes the oldest entry recorded with its own sessionId,
+ * else the oldest without one, else the oldest of any session.
  *
  * When a sender leaves, its entries stay as orphans (sender
  * SB_PENDING_ORPHAN) until the receiver answers them, so a late answer is
@@ -18,6 +19,7 @@
 #define SB_PENDING_H
 
 #include "bus_limits.h"
+#include "idkey.h"
 #include "status.h"
 
 #include <stddef.h>
@@ -32,6 +34,7 @@ typedef struct {
     uint64_t seq;
     uint32_t hash;
     uint8_t id_len;       /* 0 = free slot */
+    uint8_t id_plain;     /* the id is its own canonical form (idkey.h) */
     uint16_t session_len; /* 0 = the request had no sessionId */
     char id[STDIO_BUS_MAX_REQUEST_ID_LEN + 2];          /* raw token */
     char session[STDIO_BUS_MAX_SESSION_ID_LEN + 2];     /* raw token */
@@ -59,17 +62,24 @@ void sb_pending_fini(sb_pending *t);
 /* Records a request. session may be NULL (len 0). Returns 0,
  * STDIO_BUS_EFULL when the table is full, STDIO_BUS_EINVAL when a token is
  * longer than its limit. */
-int sb_pending_add(sb_pending *t, int receiver, int sender, const char *id, size_t id_len,
-                   const char *session, size_t session_len);
+int sb_pending_add(sb_pending *t, int receiver, int sender, sb_idkey id, const char *session,
+                   size_t session_len);
 
-/* True when (receiver, id) has at least one entry. */
-int sb_pending_holds(const sb_pending *t, int receiver, const char *id, size_t id_len);
+/* sb_pending_add, unless receiver already holds an id of the same value
+ * (sb_pending_holds): then STDIO_BUS_EAGAIN and nothing is recorded. */
+int sb_pending_add_unique(sb_pending *t, int receiver, int sender, sb_idkey id,
+                          const char *session, size_t session_len);
+
+/* True when receiver has an entry whose id has the same value as this one
+ * (idkey.h): the same token, or one a re-serialising worker would write the
+ * same way (`1.0` and `1`). Used to keep such ids apart (SB-I-45). */
+int sb_pending_holds(const sb_pending *t, int receiver, sb_idkey id);
 
 /* Finds the entry a response from `receiver` with this id (and sessionId,
  * may be NULL) answers, removes it and returns its sender (>= 0),
  * SB_PENDING_ORPHAN when its sender has left, or STDIO_BUS_ENOTFOUND. */
-int sb_pending_take(sb_pending *t, int receiver, const char *id, size_t id_len,
-                    const char *session, size_t session_len);
+int sb_pending_take(sb_pending *t, int receiver, sb_idkey id, const char *session,
+                    size_t session_len);
 
 /* Removes every entry with this receiver / this sender, calling visit (may
  * be NULL) on each first. Returns how many were removed. */

@@ -89,26 +89,51 @@ static void drop(sb_route *d, sb_route_why why) {
     d->why = why;
 }
 
-/* Round-robin over running workers (SB-6.1.1-1, SB-6.1.3-1, SB-I-11). For
- * a request, skips workers that already hold the same id pending so two
- * clients reusing an id stay distinguishable (SB-I-3). Returns -1 if no
- * worker is running. */
-static int pick_worker(sb_router *r, const sb_token *id) {
-    int first_running = -1;
+static sb_idkey key_of(const sb_token *id) {
+    return sb_idkey_of(id->raw, id->raw_len, id->plain);
+}
+
+#define SB_PICK_NONE (-1) /* no worker is running */
+#define SB_PICK_BUSY (-2) /* every running worker holds this id (SB-I-45) */
+
+/* A request's pending entry, made as its worker is chosen (SB-6.2-1..3). */
+typedef struct {
+    int client;
+    sb_idkey id;
+    const char *session;
+    size_t session_len;
+} sb_request_key;
+
+/* Records the request on worker w unless w holds an id of the same value:
+ * a worker's answer carries only the id, so two such requests on one worker
+ * could get each other's answers (SB-I-3, SB-I-45). */
+static bool record_on(sb_router *r, int w, const sb_request_key *q) {
+    return sb_pending_add_unique(&r->requests, w, q->client, q->id, q->session,
+                                 q->session_len) != STDIO_BUS_EAGAIN;
+}
+
+/* Round-robin over running workers (SB-6.1.1-1, SB-6.1.3-1, SB-I-11). A
+ * request (q not NULL) skips workers that hold its id and is recorded on
+ * the one chosen. The cursor moves only when a worker is chosen. */
+static int pick_worker(sb_router *r, const sb_request_key *q) {
+    int busy = SB_PICK_NONE;
     for (int n = 0; n < r->worker_count; n++) {
         int w = (r->rr_next + n) % r->worker_count;
         if (!r->running[w])
             continue;
-        if (first_running < 0)
-            first_running = w;
-        if (id->type == SB_JSON_ABSENT || !sb_pending_holds(&r->requests, w, id->raw, id->raw_len)) {
-            r->rr_next = (w + 1) % r->worker_count;
-            return w;
+        if (q && !record_on(r, w, q)) {
+            busy = SB_PICK_BUSY;
+            continue;
         }
+        r->rr_next = (w + 1) % r->worker_count;
+        return w;
     }
-    if (first_running >= 0)
-        r->rr_next = (first_running + 1) % r->worker_count;
-    return first_running;
+    return busy;
+}
+
+static void hold(sb_route *d) {
+    d->action = SB_ROUTE_HOLD;
+    d->why = SB_WHY_ID_IN_USE;
 }
 
 static bool is_response(const sb_fields *f) {
@@ -125,7 +150,7 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     if (is_response(&d.fields) && d.fields.method.type == SB_JSON_ABSENT) {
         /* SB-I-14: the client answers a server-to-client request. */
         if (has_id) {
-            int w = sb_pending_take(&r->upstream, client, id->raw, id->raw_len,
+            int w = sb_pending_take(&r->upstream, client, key_of(id),
                                     has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0);
             if (w >= 0 && r->running[w]) {
                 d.action = SB_ROUTE_TO_WORKER;
@@ -146,6 +171,14 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     }
 
     d.is_request = has_id; /* SB-6.2: a message with an id is a Request */
+    sb_request_key q;
+    if (has_id) {
+        q.client = client;
+        q.id = key_of(id);
+        q.session = has_sid ? sid->raw : NULL;
+        q.session_len = has_sid ? sid->raw_len : 0;
+    }
+    const sb_request_key *request = has_id ? &q : NULL;
     if (has_id && r->requests.count >= r->requests.capacity) {
         drop(&d, SB_WHY_PENDING_FULL); /* SB-I-18 */
         return d;
@@ -161,12 +194,20 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
                 return d;
             }
             target = s->worker; /* SB-6.1.2-1, SB-6.1.2-2 */
+            if (request && !record_on(r, target, request)) {
+                hold(&d); /* SB-I-45: the session's worker already holds this id */
+                return d;
+            }
         } else {
             if (r->sessions.count >= r->sessions.capacity) {
                 drop(&d, SB_WHY_SESSIONS_FULL); /* SB-I-18 */
                 return d;
             }
-            target = pick_worker(r, id);
+            target = pick_worker(r, request);
+            if (target == SB_PICK_BUSY) {
+                hold(&d); /* SB-I-45 */
+                return d;
+            }
             if (target < 0) {
                 drop(&d, SB_WHY_NO_WORKER); /* SB-I-12 */
                 return d;
@@ -176,16 +217,18 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
             d.new_session = true;
         }
     } else {
-        target = pick_worker(r, id); /* SB-6.1.3: no Session entry is created */
+        target = pick_worker(r, request); /* SB-6.1.3: no Session entry is created */
+        if (target == SB_PICK_BUSY) {
+            hold(&d); /* SB-I-45 */
+            return d;
+        }
         if (target < 0) {
             drop(&d, SB_WHY_NO_WORKER);
             return d;
         }
     }
 
-    if (has_id) /* SB-6.2-1..3 */
-        sb_pending_add(&r->requests, target, client, id->raw, id->raw_len,
-                       has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0);
+    /* A request was recorded on its worker as it was chosen (SB-6.2-1..3). */
     d.action = SB_ROUTE_TO_WORKER;
     d.target = target;
     return d;
@@ -199,7 +242,7 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
     bool has_id = id->type != SB_JSON_ABSENT, has_sid = sid->type != SB_JSON_ABSENT;
 
     if (is_response(&d.fields)) { /* SB-6.3.1 */
-        int client = has_id ? sb_pending_take(&r->requests, worker, id->raw, id->raw_len,
+        int client = has_id ? sb_pending_take(&r->requests, worker, key_of(id),
                                               has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0)
                             : STDIO_BUS_ENOTFOUND;
         if (client < 0) { /* SB-6.3.1-4, SB-I-23 */
@@ -219,7 +262,7 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
         if (has_id && d.fields.method.type != SB_JSON_ABSENT)
             /* SB-I-15: remember the server-to-client request so the client's
              * reply finds its way back. A full table only loses that. */
-            sb_pending_add(&r->upstream, s->client, worker, id->raw, id->raw_len, sid->raw,
+            sb_pending_add(&r->upstream, s->client, worker, key_of(id), sid->raw,
                            sid->raw_len);
         d.action = SB_ROUTE_TO_CLIENT;
         d.target = s->client;
@@ -248,6 +291,7 @@ const char *sb_router_why(sb_route_why why) {
     case SB_WHY_UNKNOWN_SESSION: return "sessionId not in the session table";
     case SB_WHY_UNROUTABLE: return "neither a response with an id nor a sessionId";
     case SB_WHY_NO_REQUEST: return "client response matches no request";
+    case SB_WHY_ID_IN_USE: return "an id of the same value is pending on the worker";
     }
     return "?";
 }

@@ -17,7 +17,9 @@ typedef enum {
     SB_ROUTE_TO_WORKER,
     SB_ROUTE_TO_CLIENT,
     SB_ROUTE_DROP,       /* discard and log a warning; the source stays */
-    SB_ROUTE_REJECT      /* malformed: close the client (4.3) / fail the worker (5.3) */
+    SB_ROUTE_REJECT,     /* malformed: close the client (4.3) / fail the worker (5.3) */
+    SB_ROUTE_HOLD        /* SB-I-45: not now; nothing was recorded, offer it again after
+                          * a pending request ends (the client reads nothing meanwhile) */
 } sb_route_action;
 
 typedef enum {
@@ -39,7 +41,9 @@ typedef enum {
     SB_WHY_CLIENT_GONE,
     SB_WHY_UNKNOWN_SESSION,
     SB_WHY_UNROUTABLE,
-    SB_WHY_NO_REQUEST
+    SB_WHY_NO_REQUEST,
+    /* HOLD */
+    SB_WHY_ID_IN_USE
 } sb_route_why;
 
 typedef struct {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fields.h"
+#include "idkey.h"
 #include "status.h"
 
 #define LIT(s) (s), (sizeof(s) - 1)
@@ -688,5 +689,29 @@ Test(fields, tokens_point_into_the_callers_line_not_a_copy)
         cr_expect_eq(f.error.raw, s + pad + (strstr(line, "{\"a\"") - line));
         cr_expect_eq(f.error.raw_len, strlen("{\"a\":null}"));
         free(s);
+    }
+}
+
+/* SB-I-45: the plain flag tells the pending table which ids need no
+ * canonical form; it must be exact, or value-equal ids would miss each
+ * other. */
+Test(fields, plain_flag_marks_ids_that_are_their_own_value)
+{
+    static const struct { const char *line; int plain; } cases[] = {
+        {"{\"id\":1}", 1},           {"{\"id\":-12}", 1},
+        {"{\"id\":123456789012345}", 1}, {"{\"id\":1234567890123456}", 0},
+        {"{\"id\":-123456789012345}", 1}, {"{\"id\":1.0}", 0},
+        {"{\"id\":1e3}", 0},         {"{\"id\":1E3}", 0},
+        {"{\"id\":-0}", 0},          {"{\"id\":0}", 1},
+        {"{\"id\":\"a\"}", 1},       {"{\"id\":\"\\u0061\"}", 0},
+        {"{\"id\":\"a\\/b\"}", 0},   {"{\"id\":null}", 1},
+        {"{\"x\":1.5,\"id\":7,\"y\":\"\\n\"}", 1},
+        {"{\"x\":\"\\n\",\"id\":\"q\"}", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        sb_fields f;
+        cr_assert_eq(parse_str(cases[i].line, &f), STDIO_BUS_OK, "%s", cases[i].line);
+        int plain = sb_idkey_of(f.id.raw, f.id.raw_len, f.id.plain).plain;
+        cr_assert_eq(plain, cases[i].plain, "%s: plain %d", cases[i].line, plain);
     }
 }

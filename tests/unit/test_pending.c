@@ -12,6 +12,7 @@
 #include "status.h"
 
 #define LIT(s) (s), (sizeof(s) - 1)
+#define ID(s) sb_idkey_raw(LIT(s))
 
 static sb_pending t;
 
@@ -24,13 +25,13 @@ static size_t id_of(int i, char *buf, size_t size) {
 static int add_nth(int receiver, int sender, int i) {
     char id[32];
     size_t n = id_of(i, id, sizeof id);
-    return sb_pending_add(&t, receiver, sender, id, n, NULL, 0);
+    return sb_pending_add(&t, receiver, sender, sb_idkey_raw(id, n), NULL, 0);
 }
 
 static int take_nth(int receiver, int i) {
     char id[32];
     size_t n = id_of(i, id, sizeof id);
-    return sb_pending_take(&t, receiver, id, n, NULL, 0);
+    return sb_pending_take(&t, receiver, sb_idkey_raw(id, n), NULL, 0);
 }
 
 TestSuite(pending, .fini = fini);
@@ -39,36 +40,36 @@ TestSuite(pending, .fini = fini);
 
 Test(pending, recorded_request_is_taken_once_for_its_sender) {
     cr_assert_eq(sb_pending_init(&t, 16, 4, 8), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 2, 7, LIT("\"req-1\""), NULL, 0), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 2, 7, ID("\"req-1\""), NULL, 0), STDIO_BUS_OK);
     cr_assert_eq(t.count, 1);
-    cr_assert(sb_pending_holds(&t, 2, LIT("\"req-1\"")));
-    cr_assert_eq(sb_pending_take(&t, 2, LIT("\"req-1\""), NULL, 0), 7);
+    cr_assert(sb_pending_holds(&t, 2, ID("\"req-1\"")));
+    cr_assert_eq(sb_pending_take(&t, 2, ID("\"req-1\""), NULL, 0), 7);
     cr_assert_eq(t.count, 0);
-    cr_assert_not(sb_pending_holds(&t, 2, LIT("\"req-1\"")));
-    cr_assert_eq(sb_pending_take(&t, 2, LIT("\"req-1\""), NULL, 0), STDIO_BUS_ENOTFOUND);
+    cr_assert_not(sb_pending_holds(&t, 2, ID("\"req-1\"")));
+    cr_assert_eq(sb_pending_take(&t, 2, ID("\"req-1\""), NULL, 0), STDIO_BUS_ENOTFOUND);
 }
 
 Test(pending, the_receiver_is_part_of_the_key) {
     cr_assert_eq(sb_pending_init(&t, 16, 4, 8), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 1, 3, LIT("1"), NULL, 0), STDIO_BUS_OK);
-    cr_assert_not(sb_pending_holds(&t, 0, LIT("1")));
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("1"), NULL, 0), STDIO_BUS_ENOTFOUND);
-    cr_assert_eq(sb_pending_take(&t, 1, LIT("1"), NULL, 0), 3);
+    cr_assert_eq(sb_pending_add(&t, 1, 3, ID("1"), NULL, 0), STDIO_BUS_OK);
+    cr_assert_not(sb_pending_holds(&t, 0, ID("1")));
+    cr_assert_eq(sb_pending_take(&t, 0, ID("1"), NULL, 0), STDIO_BUS_ENOTFOUND);
+    cr_assert_eq(sb_pending_take(&t, 1, ID("1"), NULL, 0), 3);
 }
 
 Test(pending, ids_compare_as_raw_tokens) {
     /* "1" and 1 are different ids (pass-through of the raw token). */
     cr_assert_eq(sb_pending_init(&t, 16, 1, 2), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("\"1\""), NULL, 0), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("1"), NULL, 0), STDIO_BUS_ENOTFOUND);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("1.0"), NULL, 0), STDIO_BUS_ENOTFOUND);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("\"1\""), NULL, 0), 1);
+    cr_assert_eq(sb_pending_add(&t, 0, 1, ID("\"1\""), NULL, 0), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("1"), NULL, 0), STDIO_BUS_ENOTFOUND);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("1.0"), NULL, 0), STDIO_BUS_ENOTFOUND);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("\"1\""), NULL, 0), 1);
 }
 
 Test(pending, null_id_is_an_ordinary_key) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 2), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("null"), NULL, 0), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("null"), NULL, 0), 1);
+    cr_assert_eq(sb_pending_add(&t, 0, 1, ID("null"), NULL, 0), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("null"), NULL, 0), 1);
 }
 
 /* ---- duplicate keys: FIFO, or the matching session (SB-I-3) ----------- */
@@ -76,55 +77,55 @@ Test(pending, null_id_is_an_ordinary_key) {
 Test(pending, duplicate_keys_are_taken_oldest_first) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
     for (int sender = 0; sender < 4; sender++)
-        cr_assert_eq(sb_pending_add(&t, 0, sender, LIT("7"), NULL, 0), STDIO_BUS_OK);
+        cr_assert_eq(sb_pending_add(&t, 0, sender, ID("7"), NULL, 0), STDIO_BUS_OK);
     cr_assert_eq(t.count, 4);
     for (int sender = 0; sender < 4; sender++)
-        cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), sender);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), STDIO_BUS_ENOTFOUND);
+        cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), sender);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), STDIO_BUS_ENOTFOUND);
 }
 
 Test(pending, response_session_picks_the_matching_duplicate) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("7"), LIT("\"sess-a\"")), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 2, LIT("7"), LIT("\"sess-b\"")), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 3, LIT("7"), LIT("\"sess-b\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 1, ID("7"), LIT("\"sess-a\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 2, ID("7"), LIT("\"sess-b\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 3, ID("7"), LIT("\"sess-b\"")), STDIO_BUS_OK);
     /* The newer entry wins when it carries the response's session... */
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"sess-b\"")), 2);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), LIT("\"sess-b\"")), 2);
     /* ...and among several with that session, the oldest. */
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"sess-b\"")), 3);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), LIT("\"sess-b\"")), 3);
     /* No match left for sess-b: routing by id (6.3.1) takes what is left. */
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"sess-b\"")), 1);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), LIT("\"sess-b\"")), 1);
     cr_assert_eq(t.count, 0);
 }
 
 Test(pending, response_without_session_prefers_a_request_without_one) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("7"), LIT("\"s\"")), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 2, LIT("7"), NULL, 0), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), 2);
+    cr_assert_eq(sb_pending_add(&t, 0, 1, ID("7"), LIT("\"s\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 2, ID("7"), NULL, 0), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), 2);
     /* a worker need not echo the sessionId (SHOULD): it may still answer */
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), 1);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), 1);
 }
 
 Test(pending, another_sessions_request_is_the_last_resort) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("7"), LIT("\"a\"")), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 2, LIT("7"), NULL, 0), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 3, LIT("7"), LIT("\"b\"")), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"b\"")), 3);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"zzz\"")), 2);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), LIT("\"zzz\"")), 1);
+    cr_assert_eq(sb_pending_add(&t, 0, 1, ID("7"), LIT("\"a\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 2, ID("7"), NULL, 0), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 3, ID("7"), LIT("\"b\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), LIT("\"b\"")), 3);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), LIT("\"zzz\"")), 2);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), LIT("\"zzz\"")), 1);
 }
 
 Test(pending, orphaned_requests_swallow_their_late_answers) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("7"), NULL, 0), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 1, ID("7"), NULL, 0), STDIO_BUS_OK);
     cr_assert_eq(sb_pending_orphan_sender(&t, 1, NULL, NULL), 1);
-    cr_assert(sb_pending_holds(&t, 0, LIT("7")), "the orphan still holds its id");
-    cr_assert_eq(sb_pending_add(&t, 0, 2, LIT("7"), NULL, 0), STDIO_BUS_OK);
+    cr_assert(sb_pending_holds(&t, 0, ID("7")), "the orphan still holds its id");
+    cr_assert_eq(sb_pending_add(&t, 0, 2, ID("7"), NULL, 0), STDIO_BUS_OK);
     /* the worker answers the departed client's request first: nobody gets it */
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), SB_PENDING_ORPHAN);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("7"), NULL, 0), 2);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), SB_PENDING_ORPHAN);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), 2);
     cr_assert_eq(t.count, 0);
     cr_assert_eq(sb_pending_drop_sender(&t, 1, NULL, NULL), 0);
 }
@@ -136,10 +137,10 @@ Test(pending, oldest_is_by_insertion_even_after_slot_reuse) {
         cr_assert_eq(add_nth(0, i, i), STDIO_BUS_OK);
     cr_assert_eq(take_nth(0, 1), 1);
     cr_assert_eq(take_nth(0, 3), 3);
-    cr_assert_eq(sb_pending_add(&t, 0, 6, LIT("x"), NULL, 0), STDIO_BUS_OK); /* slot 3 */
-    cr_assert_eq(sb_pending_add(&t, 0, 7, LIT("x"), NULL, 0), STDIO_BUS_OK); /* slot 1 */
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("x"), NULL, 0), 6);
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("x"), NULL, 0), 7);
+    cr_assert_eq(sb_pending_add(&t, 0, 6, ID("x"), NULL, 0), STDIO_BUS_OK); /* slot 3 */
+    cr_assert_eq(sb_pending_add(&t, 0, 7, ID("x"), NULL, 0), STDIO_BUS_OK); /* slot 1 */
+    cr_assert_eq(sb_pending_take(&t, 0, ID("x"), NULL, 0), 6);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("x"), NULL, 0), 7);
 }
 
 /* ---- limits ----------------------------------------------------------- */
@@ -154,7 +155,7 @@ Test(pending, holds_exactly_max_pending_requests) {
     for (int i = 0; i < STDIO_BUS_MAX_PENDING_REQUESTS; i++) {
         char id[16];
         size_t n = id_of(i, id, sizeof id);
-        cr_assert(sb_pending_holds(&t, i % 4, id, n), "request %d lost", i);
+        cr_assert(sb_pending_holds(&t, i % 4, sb_idkey_raw(id, n)), "request %d lost", i);
     }
     cr_assert_eq(take_nth(1, 1001), 1);
     cr_assert_eq(add_nth(0, 0, STDIO_BUS_MAX_PENDING_REQUESTS), STDIO_BUS_OK);
@@ -176,10 +177,10 @@ Test(pending, id_at_max_request_id_len_fits_one_over_is_einval) {
     char id[STDIO_BUS_MAX_REQUEST_ID_LEN + 8];
     cr_assert_eq(sb_pending_init(&t, 4, 1, 1), STDIO_BUS_OK);
     size_t n = string_token(id, STDIO_BUS_MAX_REQUEST_ID_LEN);
-    cr_assert_eq(sb_pending_add(&t, 0, 0, id, n, NULL, 0), STDIO_BUS_OK);
-    cr_assert(sb_pending_holds(&t, 0, id, n));
+    cr_assert_eq(sb_pending_add(&t, 0, 0, sb_idkey_raw(id, n), NULL, 0), STDIO_BUS_OK);
+    cr_assert(sb_pending_holds(&t, 0, sb_idkey_raw(id, n)));
     n = string_token(id, STDIO_BUS_MAX_REQUEST_ID_LEN + 1);
-    cr_assert_eq(sb_pending_add(&t, 0, 0, id, n, NULL, 0), STDIO_BUS_EINVAL);
+    cr_assert_eq(sb_pending_add(&t, 0, 0, sb_idkey_raw(id, n), NULL, 0), STDIO_BUS_EINVAL);
     cr_assert_eq(t.count, 1);
 }
 
@@ -187,18 +188,18 @@ Test(pending, session_at_max_session_id_len_fits_one_over_is_einval) {
     char session[STDIO_BUS_MAX_SESSION_ID_LEN + 8];
     cr_assert_eq(sb_pending_init(&t, 4, 1, 2), STDIO_BUS_OK);
     size_t n = string_token(session, STDIO_BUS_MAX_SESSION_ID_LEN);
-    cr_assert_eq(sb_pending_add(&t, 0, 0, LIT("1"), session, n), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 1, LIT("1"), LIT("\"other\"")), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 0, ID("1"), session, n), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_add(&t, 0, 1, ID("1"), LIT("\"other\"")), STDIO_BUS_OK);
     /* The full-length session is stored whole: it still selects its entry. */
-    cr_assert_eq(sb_pending_take(&t, 0, LIT("1"), LIT("\"other\"")), 1);
+    cr_assert_eq(sb_pending_take(&t, 0, ID("1"), LIT("\"other\"")), 1);
     n = string_token(session, STDIO_BUS_MAX_SESSION_ID_LEN + 1);
-    cr_assert_eq(sb_pending_add(&t, 0, 0, LIT("2"), session, n), STDIO_BUS_EINVAL);
+    cr_assert_eq(sb_pending_add(&t, 0, 0, ID("2"), session, n), STDIO_BUS_EINVAL);
     cr_assert_eq(t.count, 1);
 }
 
 Test(pending, empty_id_is_einval) {
     cr_assert_eq(sb_pending_init(&t, 4, 1, 1), STDIO_BUS_OK);
-    cr_assert_eq(sb_pending_add(&t, 0, 0, "", 0, NULL, 0), STDIO_BUS_EINVAL);
+    cr_assert_eq(sb_pending_add(&t, 0, 0, sb_idkey_raw("", 0), NULL, 0), STDIO_BUS_EINVAL);
     cr_assert_eq(t.count, 0);
 }
 
@@ -342,7 +343,7 @@ Test(pending, slots_are_reused_over_100k_operations_against_a_model) {
         uint32_t what = rnd(100);
         if (what < 50) {
             int sender = (int)rnd(MODEL_SENDERS);
-            int rc = sb_pending_add(&t, receiver, sender, idbuf, id_len, s_ptr, s_len);
+            int rc = sb_pending_add(&t, receiver, sender, sb_idkey_raw(idbuf, id_len), s_ptr, s_len);
             if (model_count < MODEL_CAP) {
                 cr_assert_eq(rc, STDIO_BUS_OK, "op %d", op);
                 model[model_count++] = (model_entry){receiver, sender, id, session, seq++};
@@ -353,9 +354,9 @@ Test(pending, slots_are_reused_over_100k_operations_against_a_model) {
             bool held = false;
             for (int i = 0; i < model_count; i++)
                 held |= model[i].receiver == receiver && model[i].id == id;
-            cr_assert_eq(sb_pending_holds(&t, receiver, idbuf, id_len), held, "op %d", op);
+            cr_assert_eq(sb_pending_holds(&t, receiver, sb_idkey_raw(idbuf, id_len)), held, "op %d", op);
             int expected = model_take(receiver, id, session);
-            cr_assert_eq(sb_pending_take(&t, receiver, idbuf, id_len, s_ptr, s_len), expected,
+            cr_assert_eq(sb_pending_take(&t, receiver, sb_idkey_raw(idbuf, id_len), s_ptr, s_len), expected,
                          "op %d: receiver %d id %d session %d", op, receiver, id, session);
         } else if (what < 95) {
             int expected = model_drop(true, receiver);

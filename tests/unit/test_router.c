@@ -37,6 +37,7 @@ static const char *action_name(sb_route_action a) {
     case SB_ROUTE_TO_CLIENT: return "TO_CLIENT";
     case SB_ROUTE_DROP: return "DROP";
     case SB_ROUTE_REJECT: return "REJECT";
+    case SB_ROUTE_HOLD: return "HOLD";
     }
     return "?";
 }
@@ -124,11 +125,15 @@ Test(router, existing_session_routes_to_its_worker) {
 
 Test(router, session_is_never_reassigned_even_when_its_worker_is_busy) {
     /* Worker 0 holds a pending request with the same id; the session stays
-     * on worker 0 (SB-6.1.2-2), unlike a sessionless request. */
+     * on worker 0 (SB-6.1.2-2), so the second request waits (SB-I-45)
+     * instead of moving like a sessionless request would. */
     start(2);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"a\",\"sessionId\":\"s\"}"), 0);
+    expect_outcome(from_client(0, "{\"id\":1,\"method\":\"b\",\"sessionId\":\"s\"}"),
+                   SB_ROUTE_HOLD, SB_WHY_ID_IN_USE);
+    cr_assert_eq(r.requests.count, 1);
+    expect_to_client(from_worker(0, "{\"id\":1,\"result\":1,\"sessionId\":\"s\"}"), 0);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"b\",\"sessionId\":\"s\"}"), 0);
-    cr_assert_eq(r.requests.count, 2);
 }
 
 Test(router, foreign_session_is_dropped_and_names_its_owner) {
@@ -187,9 +192,9 @@ Test(router, request_is_recorded_against_its_worker_and_client) {
     expect_to_worker(d, 0);
     cr_assert(d.is_request);
     cr_assert_eq(r.requests.count, 1);
-    cr_assert(sb_pending_holds(&r.requests, 0, "\"r-1\"", 5));
-    cr_assert_not(sb_pending_holds(&r.requests, 1, "\"r-1\"", 5));
-    cr_assert_eq(sb_pending_take(&r.requests, 0, "\"r-1\"", 5, NULL, 0), 4);
+    cr_assert(sb_pending_holds(&r.requests, 0, sb_idkey_raw("\"r-1\"", 5)));
+    cr_assert_not(sb_pending_holds(&r.requests, 1, sb_idkey_raw("\"r-1\"", 5)));
+    cr_assert_eq(sb_pending_take(&r.requests, 0, sb_idkey_raw("\"r-1\"", 5), NULL, 0), 4);
 }
 
 Test(router, notification_is_not_recorded) {
@@ -263,20 +268,98 @@ Test(router, same_id_from_two_clients_lands_on_different_workers) {
     cr_assert_eq(r.requests.count, 0);
 }
 
-Test(router, same_id_on_one_worker_is_answered_in_order) {
+/* ---- SB-I-45: never two requests of one id value on one worker -------- */
+
+Test(router, same_id_on_the_only_worker_is_held_until_answered) {
     start(1);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"m\"}"), 0);
-    expect_to_worker(from_client(1, "{\"id\":1,\"method\":\"m\"}"), 0);
+    expect_outcome(from_client(1, "{\"id\":1,\"method\":\"m\"}"), SB_ROUTE_HOLD,
+                   SB_WHY_ID_IN_USE);
+    cr_assert_eq(r.requests.count, 1, "a held request records nothing");
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 0);
+    expect_to_worker(from_client(1, "{\"id\":1,\"method\":\"m\"}"), 0);
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 1);
 }
 
-Test(router, same_id_on_one_worker_is_told_apart_by_session) {
+Test(router, same_id_is_held_when_every_worker_holds_it) {
+    start(2);
+    expect_to_worker(from_client(0, "{\"id\":7,\"method\":\"m\"}"), 0);
+    expect_to_worker(from_client(1, "{\"id\":7,\"method\":\"m\"}"), 1);
+    int cursor = r.rr_next;
+    expect_outcome(from_client(2, "{\"id\":7,\"method\":\"m\"}"), SB_ROUTE_HOLD,
+                   SB_WHY_ID_IN_USE);
+    cr_assert_eq(r.rr_next, cursor, "a held request does not move the round-robin cursor");
+    expect_to_client(from_worker(1, "{\"id\":7,\"result\":1}"), 1);
+    expect_to_worker(from_client(2, "{\"id\":7,\"method\":\"m\"}"), 1);
+}
+
+Test(router, same_id_in_two_sessions_on_one_worker_is_held) {
+    /* A worker need not echo sessionId (SB-5.2.2-1 is a SHOULD): without it,
+     * two answers with id 1 could not be told apart. */
     start(1);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"a\"}"), 0);
+    expect_outcome(from_client(1, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"b\"}"),
+                   SB_ROUTE_HOLD, SB_WHY_ID_IN_USE);
+    cr_assert_eq(r.sessions.count, 1, "a held request creates no session");
+    expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 0);
     expect_to_worker(from_client(1, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"b\"}"), 0);
-    expect_to_client(from_worker(0, "{\"id\":1,\"result\":1,\"sessionId\":\"b\"}"), 1);
-    expect_to_client(from_worker(0, "{\"id\":1,\"result\":1,\"sessionId\":\"a\"}"), 0);
+}
+
+Test(router, id_of_a_departed_client_is_held_until_its_late_answer) {
+    start(1);
+    expect_to_worker(from_client(0, "{\"id\":5,\"method\":\"slow\"}"), 0);
+    sb_pending_orphan_sender(&r.requests, 0, NULL, NULL); /* client 0 leaves */
+    expect_outcome(from_client(0, "{\"id\":5,\"method\":\"m\"}"), SB_ROUTE_HOLD,
+                   SB_WHY_ID_IN_USE);
+    expect_outcome(from_worker(0, "{\"id\":5,\"result\":\"late\"}"), SB_ROUTE_DROP,
+                   SB_WHY_CLIENT_GONE);
+    expect_to_worker(from_client(0, "{\"id\":5,\"method\":\"m\"}"), 0);
+    expect_to_client(from_worker(0, "{\"id\":5,\"result\":\"mine\"}"), 0);
+}
+
+Test(router, ids_of_the_same_value_are_kept_apart) {
+    /* A worker that re-serialises answers 1.0 as 1, "\u0061" as "a". */
+    static const char *pairs[][2] = {
+        {"1", "1.0"}, {"1", "1e0"}, {"0", "-0"}, {"100", "1E2"}, {"-3", "-3.00"},
+        {"\"a\"", "\"\\u0061\""}, {"\"/\"", "\"\\/\""}, {"\"\\n\"", "\"\\u000a\""},
+        {"\"\\ud83d\\ude00\"", "\"\xf0\x9f\x98\x80\""},
+        {"12345678901234567890", "12345678901234567891"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        start(1);
+        char a[128], b[128];
+        snprintf(a, sizeof a, "{\"id\":%s,\"method\":\"m\"}", pairs[i][0]);
+        snprintf(b, sizeof b, "{\"id\":%s,\"method\":\"m\"}", pairs[i][1]);
+        expect_to_worker(from_client(0, a), 0);
+        sb_route d = from_client(1, b);
+        cr_assert_eq(d.action, SB_ROUTE_HOLD, "%s then %s: not held", pairs[i][0], pairs[i][1]);
+        sb_router_fini(&r);
+    }
+}
+
+Test(router, ids_of_different_values_share_a_worker) {
+    static const char *pairs[][2] = {
+        {"1", "\"1\""}, {"1", "10"}, {"1", "2"}, {"1.5", "1.25"}, {"\"a\"", "\"A\""},
+        {"null", "\"null\""}, {"\"\\u0061\"", "\"b\""}, {"0", "\"\""},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        start(1);
+        char a[128], b[128];
+        snprintf(a, sizeof a, "{\"id\":%s,\"method\":\"m\"}", pairs[i][0]);
+        snprintf(b, sizeof b, "{\"id\":%s,\"method\":\"m\"}", pairs[i][1]);
+        expect_to_worker(from_client(0, a), 0);
+        expect_to_worker(from_client(1, b), 0);
+        sb_router_fini(&r);
+    }
+}
+
+Test(router, responses_still_match_the_exact_token) {
+    /* SB-I-3: value equality keeps requests apart; it never matches a
+     * response to a request written differently. */
+    start(1);
+    expect_to_worker(from_client(0, "{\"id\":1.0,\"method\":\"m\"}"), 0);
+    expect_outcome(from_worker(0, "{\"id\":1,\"result\":1}"), SB_ROUTE_DROP, SB_WHY_UNKNOWN_ID);
+    expect_to_client(from_worker(0, "{\"id\":1.0,\"result\":1}"), 0);
 }
 
 /* ---- 6.3.2 worker notifications --------------------------------------- */
@@ -564,8 +647,8 @@ Test(router, every_reason_has_a_text) {
 }
 
 Test(router, token_len_counts_strings_without_quotes) {
-    sb_token s = {SB_JSON_STRING, "\"abc\"", 5};
-    sb_token n = {SB_JSON_NUMBER, "12345", 5};
+    sb_token s = {.type = SB_JSON_STRING, .raw = "\"abc\"", .raw_len = 5};
+    sb_token n = {.type = SB_JSON_NUMBER, .raw = "12345", .raw_len = 5};
     cr_assert_eq(sb_router_token_len(&s), 3);
     cr_assert_eq(sb_router_token_len(&n), 5);
 }
