@@ -1,12 +1,13 @@
 #include "cli.h"
 #include "status.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char sb_cli_usage[] =
-    "usage: stdio_bus --config <path> [--stdio | --unix <path> | --tcp <host:port>]\n"
+    "usage: stdio_bus --config[=]<path> [--stdio | --unix <path> | --tcp <host:port>]\n"
     "                 [--log-level debug|info|warn|error]\n"
     "       stdio_bus --help | --version\n";
 
@@ -22,58 +23,99 @@ static int set_mode(sb_options *opt, int *mode_seen, sb_mode mode, const char *a
     return STDIO_BUS_OK;
 }
 
+static const struct option long_options[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"stdio", no_argument, NULL, 's'},
+    {"unix", required_argument, NULL, 'u'},
+    {"tcp", required_argument, NULL, 't'},
+    {"log-level", required_argument, NULL, 'l'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+/* The long option whose value getopt just took, for error messages. */
+static const char *option_name(int code) {
+    for (const struct option *o = long_options; o->name; o++)
+        if (o->val == code)
+            return o->name;
+    return "?";
+}
+
+/* getopt_long takes the next word as the value even when it is another
+ * flag: "--config --stdio" is a forgotten value, not a file named
+ * --stdio. "--config=--odd" says what it means and is kept. */
+static int missing_value(char **argv, const char *value) {
+    if (value[0] == '\0')
+        return 1;
+    return value == argv[optind - 1] && strncmp(value, "--", 2) == 0;
+}
+
 int sb_cli_parse(int argc, char **argv, sb_options *opt, char *err, size_t err_size) {
     memset(opt, 0, sizeof *opt);
     opt->mode = SB_MODE_STDIO; /* SB-4.1.1: stdio is the default mode */
     opt->log_level = SB_LOG_INFO;
     int mode_seen = 0;
 
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes_value = strcmp(arg, "--config") == 0 || strcmp(arg, "--unix") == 0 ||
-                          strcmp(arg, "--tcp") == 0 || strcmp(arg, "--log-level") == 0;
-        /* "--config --stdio" is a forgotten value, not a file named --stdio */
-        if (takes_value && (!value || value[0] == '\0' || strncmp(value, "--", 2) == 0)) {
-            snprintf(err, err_size, "%s: missing value", arg);
+    /* '+': stop at the first word that is not an option (no permuting),
+     * ':': report a missing value as ':' rather than printing. */
+    optind = 0; /* glibc: start over (the unit tests parse many times) */
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:h", long_options, NULL)) != -1) {
+        const char *flag = argv[optind - 1];
+        if (c == '?') {
+            snprintf(err, err_size, "%.100s: unknown option", flag);
             return STDIO_BUS_EINVAL;
         }
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+        if (c == ':') {
+            snprintf(err, err_size, "--%s: missing value", option_name(optopt));
+            return STDIO_BUS_EINVAL;
+        }
+        if (optarg && missing_value(argv, optarg)) {
+            snprintf(err, err_size, "--%s: missing value", option_name(c));
+            return STDIO_BUS_EINVAL;
+        }
+        switch (c) {
+        case 'h':
             opt->action = SB_CLI_HELP;
             return STDIO_BUS_OK;
-        } else if (strcmp(arg, "--version") == 0) {
+        case 'V':
             opt->action = SB_CLI_VERSION;
             return STDIO_BUS_OK;
-        } else if (strcmp(arg, "--config") == 0) {
-            opt->config_path = value;
-            i++;
-        } else if (strcmp(arg, "--stdio") == 0) {
-            if (set_mode(opt, &mode_seen, SB_MODE_STDIO, NULL, arg, err, err_size) < 0)
+        case 'c':
+            opt->config_path = optarg; /* the last one wins */
+            break;
+        case 's':
+            if (set_mode(opt, &mode_seen, SB_MODE_STDIO, NULL, "--stdio", err, err_size) < 0)
                 return STDIO_BUS_EINVAL;
-        } else if (strcmp(arg, "--unix") == 0) {
-            if (set_mode(opt, &mode_seen, SB_MODE_UNIX, value, arg, err, err_size) < 0)
+            break;
+        case 'u':
+            if (set_mode(opt, &mode_seen, SB_MODE_UNIX, optarg, "--unix", err, err_size) < 0)
                 return STDIO_BUS_EINVAL;
-            i++;
-        } else if (strcmp(arg, "--tcp") == 0) {
+            break;
+        case 't': {
             char host[256], port[16];
-            if (sb_cli_split_host_port(value, host, sizeof host, port, sizeof port) < 0) {
-                snprintf(err, err_size, "--tcp: \"%.100s\" is not host:port or [v6]:port", value);
+            if (sb_cli_split_host_port(optarg, host, sizeof host, port, sizeof port) < 0) {
+                snprintf(err, err_size, "--tcp: \"%.100s\" is not host:port or [v6]:port", optarg);
                 return STDIO_BUS_EINVAL;
             }
-            if (set_mode(opt, &mode_seen, SB_MODE_TCP, value, arg, err, err_size) < 0)
+            if (set_mode(opt, &mode_seen, SB_MODE_TCP, optarg, "--tcp", err, err_size) < 0)
                 return STDIO_BUS_EINVAL;
-            i++;
-        } else if (strcmp(arg, "--log-level") == 0) {
-            if (sb_log_parse_level(value, &opt->log_level) < 0) {
-                snprintf(err, err_size, "--log-level: \"%.40s\" is not debug, info, warn or error",
-                         value);
-                return STDIO_BUS_EINVAL;
-            }
-            i++;
-        } else {
-            snprintf(err, err_size, "%.100s: unknown option", arg);
-            return STDIO_BUS_EINVAL;
+            break;
         }
+        case 'l':
+            if (sb_log_parse_level(optarg, &opt->log_level) < 0) {
+                snprintf(err, err_size, "--log-level: \"%.40s\" is not debug, info, warn or error",
+                         optarg);
+                return STDIO_BUS_EINVAL;
+            }
+            break;
+        }
+    }
+    if (optind < argc) {
+        snprintf(err, err_size, "%.100s: unknown option", argv[optind]);
+        return STDIO_BUS_EINVAL;
     }
     if (!opt->config_path) {
         snprintf(err, err_size, "--config <path> is required");

@@ -115,7 +115,22 @@ Test(cli, unknown_flags_are_named) {
     expect_error(PARSE("--config", "c.json", "--verbose"), "--verbose: unknown option");
     expect_error(PARSE("--config", "c.json", "stray"), "stray: unknown option");
     expect_error(PARSE("-c", "c.json"), "-c: unknown option");
-    expect_error(PARSE("--config=c.json"), "unknown option");
+}
+
+Test(cli, values_may_follow_an_equals_sign) {
+    /* getopt_long, as every GNU tool: --config=PATH and --config PATH */
+    cr_assert_eq(PARSE("--config=c.json", "--unix=/run/b.sock"), STDIO_BUS_OK, "%s", err);
+    cr_assert_str_eq(opt.config_path, "c.json");
+    cr_assert_eq(opt.mode, SB_MODE_UNIX);
+    cr_assert_str_eq(opt.address, "/run/b.sock");
+    cr_assert_eq(PARSE("--config=c.json", "--tcp=127.0.0.1:7070", "--log-level=warn"),
+                 STDIO_BUS_OK, "%s", err);
+    cr_assert_eq(opt.log_level, SB_LOG_WARN);
+    /* spelled out, a value that starts with -- is meant */
+    cr_assert_eq(PARSE("--config=--odd.json"), STDIO_BUS_OK, "%s", err);
+    cr_assert_str_eq(opt.config_path, "--odd.json");
+    expect_error(PARSE("--config="), "--config: missing value");
+    expect_error(PARSE("--config=c.json", "--stdio=yes"), "--stdio=yes: unknown option");
 }
 
 /* ---- --help, --version ------------------------------------------------ */
