@@ -8,12 +8,12 @@ endif()
 
 pkg_check_modules(CRITERION IMPORTED_TARGET criterion)
 if(CRITERION_FOUND)
-  file(GLOB SB_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/test_*.c)
+  file(GLOB SB_UNIT_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/unit/test_*.c)
   foreach(src ${SB_UNIT_TESTS})
     get_filename_component(name ${src} NAME_WE)
     add_executable(${name} ${src})
     target_link_libraries(${name} PRIVATE sb_core PkgConfig::CRITERION)
-    set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+    set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
     add_test(NAME unit.${name} COMMAND ${name} --jobs 1)
     set_tests_properties(unit.${name} PROPERTIES LABELS unit TIMEOUT 120)
   endforeach()
@@ -23,40 +23,48 @@ endif()
 
 # Every fuzz target also builds as an ordinary program that replays its seed
 # corpus and past crashes (fuzz/fuzz_main.c), so CI checks them without AFL++.
-file(GLOB SB_FUZZERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/fuzz/*_fuzzer.c)
+file(GLOB SB_FUZZERS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/fuzz/*_fuzzer.c)
 foreach(src ${SB_FUZZERS})
   get_filename_component(name ${src} NAME_WE)
-  add_executable(${name}_replay ${src} ${CMAKE_SOURCE_DIR}/fuzz/fuzz_main.c)
+  add_executable(${name}_replay ${src} ${PROJECT_SOURCE_DIR}/fuzz/fuzz_main.c)
   target_link_libraries(${name}_replay PRIVATE sb_core)
-  set_target_properties(${name}_replay PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+  set_target_properties(${name}_replay PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fuzz)
   add_test(NAME fuzz.${name} COMMAND ${name}_replay
-           ${CMAKE_SOURCE_DIR}/fuzz/corpus/${name} ${CMAKE_SOURCE_DIR}/fuzz/regressions/${name})
+           ${PROJECT_SOURCE_DIR}/fuzz/corpus/${name} ${PROJECT_SOURCE_DIR}/fuzz/regressions/${name})
   set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz TIMEOUT 300)
 endforeach()
 
-if(EXISTS ${CMAKE_SOURCE_DIR}/tests/mocks)
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/mocks)
   add_test(NAME mocks COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
-           ${CMAKE_SOURCE_DIR}/tests/mocks --mock-worker ${CMAKE_BINARY_DIR}/mock_workers/mock_worker)
+           ${PROJECT_SOURCE_DIR}/tests/mocks --mock-worker ${PROJECT_BINARY_DIR}/mock_workers/mock_worker)
   set_tests_properties(mocks PROPERTIES LABELS mocks TIMEOUT 300)
 endif()
 
-if(EXISTS ${CMAKE_SOURCE_DIR}/tests/e2e)
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/e2e)
   add_test(NAME e2e COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
-           ${CMAKE_SOURCE_DIR}/tests/e2e --build-dir ${CMAKE_BINARY_DIR})
+           ${PROJECT_SOURCE_DIR}/tests/e2e --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(e2e PROPERTIES LABELS e2e TIMEOUT 900)
 
   # The same scenarios with the daemon under valgrind memcheck: zero errors,
   # zero bytes lost, no fd open at exit beyond stdio (ci/valgrind.py judges).
   find_program(SB_VALGRIND valgrind)
   if(SB_VALGRIND)
-    add_test(NAME valgrind.e2e COMMAND ${SB_PYTHON} ${CMAKE_SOURCE_DIR}/ci/valgrind.py
-             ${CMAKE_BINARY_DIR}/valgrind/e2e --
+    add_test(NAME valgrind.e2e COMMAND ${SB_PYTHON} ${PROJECT_SOURCE_DIR}/ci/valgrind.py
+             ${PROJECT_BINARY_DIR}/valgrind/e2e --
              ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
-             ${CMAKE_SOURCE_DIR}/tests/e2e --build-dir ${CMAKE_BINARY_DIR})
+             ${PROJECT_SOURCE_DIR}/tests/e2e --build-dir ${PROJECT_BINARY_DIR})
     set_tests_properties(valgrind.e2e PROPERTIES LABELS valgrind TIMEOUT 1800)
   endif()
 endif()
 
-if(EXISTS ${CMAKE_SOURCE_DIR}/conformance/CMakeLists.txt)
-  include(${CMAKE_SOURCE_DIR}/conformance/CMakeLists.txt)
+# The .deb of the kit: builds, resolves, and its suite passes against its daemon.
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/package)
+  add_test(NAME package.deb COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
+           ${PROJECT_SOURCE_DIR}/tests/package --build-dir ${PROJECT_BINARY_DIR})
+  set_tests_properties(package.deb PROPERTIES LABELS package TIMEOUT 900
+                       RESOURCE_LOCK sb_conformance)
+endif()
+
+if(EXISTS ${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
+  include(${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
 endif()

@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (opt.action == SB_CLI_VERSION) {
-        puts("stdio_bus " SB_VERSION);
+        puts("stdio_bus " SB_VERSION " (stdio Bus spec v" SB_SPEC_VERSION ")"); /* SB-X-2 */
         return 0;
     }
     sb_log_set_level(opt.log_level);

@@ -1,5 +1,6 @@
 """CLI (spec 4.1.1, 9.1) and config validation at start-up (spec 9.3, SB-I-20)."""
 import os
+import re
 import subprocess
 
 import pytest
@@ -17,7 +18,7 @@ def test_help_prints_usage_and_exits_zero(daemon_bin):
 
 def test_version(daemon_bin):
     r = run([daemon_bin, "--version"])
-    assert r.returncode == 0 and r.stdout.startswith(b"stdio_bus 0.1.0")
+    assert r.returncode == 0 and re.fullmatch(rb"stdio_bus \d+\.\d+\.\d+ \(stdio Bus spec v0\.1\.0\)\n", r.stdout)
 
 
 @pytest.mark.parametrize("argv, reason", [
