@@ -7,7 +7,7 @@
 #include <string.h>
 
 const char sb_cli_usage[] =
-    "usage: stdio_bus --config[=]<path> [--stdio | --unix <path> | --tcp <host:port>]\n"
+    "usage: stdio_bus --config <path> [--stdio | --unix <path> | --tcp <host:port>]\n"
     "                 [--log-level debug|info|warn|error]\n"
     "       stdio_bus --help | --version\n";
 
