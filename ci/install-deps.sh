@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libcjson-dev libcriterion-dev
   python3 python3-pytest python3-pytest-xdist python3-pytest-timeout python3-hypothesis
+  python3-yaml git
   valgrind clang afl++
 )
 

@@ -65,6 +65,14 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/package)
                        RESOURCE_LOCK sb_conformance)
 endif()
 
+# ci/github-actions-example.yml, its run steps executed against a stand-in daemon.
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/ci_example)
+  add_test(NAME ci-example COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
+           ${PROJECT_SOURCE_DIR}/tests/ci_example --build-dir ${PROJECT_BINARY_DIR})
+  set_tests_properties(ci-example PROPERTIES LABELS ci-example TIMEOUT 1200
+                       RESOURCE_LOCK sb_conformance)
+endif()
+
 if(EXISTS ${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
   include(${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
 endif()
