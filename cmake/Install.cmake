@@ -19,7 +19,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/conformance/
         PATTERN "*.pyc" EXCLUDE
         PATTERN "CMakeLists.txt" EXCLUDE
         PATTERN "mutants" EXCLUDE
-        PATTERN "selftest" EXCLUDE)
+        PATTERN "selftest" EXCLUDE
+        PATTERN "foreign.toml" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/SPEC.md ${PROJECT_SOURCE_DIR}/WORKER_SPEC.md
               ${PROJECT_SOURCE_DIR}/VERSION
         DESTINATION ${SB_SUITE_DIR})
