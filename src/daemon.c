@@ -672,7 +672,8 @@ static void worker_fail(sb_daemon *d, sb_worker *w, sb_fail_output output, const
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    sb_error(w->peer.name, "%s: terminating the worker", reason);
+    sb_error(w->peer.name, "%s: %s", reason,
+             w->reaped ? "the worker has exited already" : "terminating the worker");
     w->muted = output == SB_MUTE_OUTPUT;
     sb_router_set_running(&d->router, w->id, false);
     invalidate_sessions(d, w);
@@ -831,6 +832,8 @@ static void reap_children(sb_daemon *d) {
             return;
         for (int i = 0; i < d->worker_count; i++) {
             if (d->workers[i].pid == pid) {
+                /* Routing its last lines may fail it (5.3): no signal then. */
+                d->workers[i].reaped = true;
                 worker_exited(d, &d->workers[i], status);
                 break;
             }
@@ -895,6 +898,7 @@ static void kill_remaining(sb_daemon *d) {
         int status;
         while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
         }
+        w->reaped = true;
         worker_exited(d, w, status);
     }
 }

@@ -56,6 +56,7 @@ int sb_worker_start(sb_worker *w) {
     int exec_errno;
     w->state = SB_WORKER_STARTING;
     w->pid = -1;
+    w->reaped = false;
     sb_worker_name(w);
     if (sb_spawn(w->pool->resolved, w->pool->argv, extra_env, &child, &exec_errno) < 0) {
         w->state = SB_WORKER_STOPPED;
@@ -84,7 +85,7 @@ int sb_worker_start(sb_worker *w) {
 }
 
 void sb_worker_signal(sb_worker *w, int sig) {
-    if (w->pid > 0)
+    if (w->pid > 0 && !w->reaped) /* a reaped pid may be someone else's by now */
         kill(w->pid, sig);
 }
 

@@ -25,6 +25,7 @@ typedef struct {
     const sb_pool_config *pool;
     sb_worker_state state;
     pid_t pid;           /* > 0 while a process exists (until reaped) */
+    bool reaped;         /* waitpid() collected it: the pid may be reused, never signal it */
     int stderr_fd;
     size_t stderr_len;
     char *stderr_buf;    /* SB_WORKER_STDERR_LINE bytes (SB-I-7) */
@@ -50,7 +51,7 @@ void sb_worker_fini(sb_worker *w);
  * logged). */
 int sb_worker_start(sb_worker *w);
 
-/* Sends sig to the process if it exists. */
+/* Sends sig to the process if it exists and was not reaped yet. */
 void sb_worker_signal(sb_worker *w, int sig);
 
 /* Reads the worker's stderr and relays each complete line to the daemon's

@@ -73,10 +73,12 @@ class LineReader:
 class Daemon:
     """build/stdio_bus started with a config, stderr captured to a file."""
 
-    def __init__(self, binary, config_path, tmp_path, mode="stdio", args=()):
+    def __init__(self, binary, config_path, tmp_path, mode="stdio", args=(), wrap=()):
+        """wrap: a command to run the daemon under (outside SB_DAEMON_WRAPPER),
+        e.g. strace."""
         self.mode = mode
         self.stderr_path = tmp_path / f"daemon-{time.monotonic_ns()}.stderr"
-        argv = WRAPPER + [binary, "--config", config_path]
+        argv = list(wrap) + WRAPPER + [binary, "--config", config_path]
         if mode == "unix":
             self.address = str(tmp_path / "bus.sock")
             argv += ["--unix", self.address]
