@@ -914,8 +914,11 @@ static void on_signal_event(void *data, int fd, short revents) {
     while ((sig = sb_signals_next()) > 0) {
         if (sig == SIGCHLD)
             child = true;
-        else if (sig == SIGTERM || sig == SIGINT) /* SB-3.1-6 */
-            begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        else if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) /* SB-3.1-6, SB-I-45 */
+            begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGQUIT");
+        else /* SB-I-45: SIGHUP, SIGUSR1, SIGUSR2 */
+            sb_info(NULL, "%s received: ignored (nothing to reload)",
+                    sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
     }
     if (child) /* SB-7.1.1-1 */
         reap_children(d);
