@@ -54,6 +54,7 @@ typedef struct {
 
     int listen_fd;
     const char *unix_path;
+    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
     int signal_fd;
     int stdin_flags, stdout_flags;
 
@@ -843,6 +844,12 @@ static void reap_children(sb_daemon *d) {
 
 /* ---- shutdown (spec 10) --------------------------------------------- */
 
+static void remove_socket_file(sb_daemon *d) {
+    if (!sb_net_unlink_unix(d->unix_path, &d->unix_id)) /* SB-I-22 */
+        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", d->unix_path);
+    d->unix_path = NULL;
+}
+
 static void begin_shutdown(sb_daemon *d, const char *why) {
     if (d->phase >= SB_PHASE_DRAINING)
         return; /* SB-I-21: a second trigger changes nothing */
@@ -854,7 +861,7 @@ static void begin_shutdown(sb_daemon *d, const char *why) {
         close(d->listen_fd);
         d->listen_fd = -1;
         if (d->unix_path)
-            unlink(d->unix_path);
+            remove_socket_file(d);
     }
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
         if (d->clients[i].kind == SB_PEER_CLIENT)
@@ -1127,7 +1134,7 @@ static void daemon_fini(sb_daemon *d) {
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
         if (d->unix_path)
-            unlink(d->unix_path);
+            remove_socket_file(d);
     }
     if (d->signal_fd >= 0)
         sb_signals_close();
@@ -1163,7 +1170,7 @@ static int open_clients(sb_daemon *d, const sb_options *opt) {
         return STDIO_BUS_OK;
     }
     if (opt->mode == SB_MODE_UNIX) {
-        d->listen_fd = sb_net_listen_unix(opt->address, err, sizeof err);
+        d->listen_fd = sb_net_listen_unix(opt->address, &d->unix_id, err, sizeof err);
         if (d->listen_fd < 0) {
             sb_error(NULL, "%s", err);
             return STDIO_BUS_ERR;

@@ -4,6 +4,7 @@ took over (SB-I-22), a client that half-closes (SB-I-41), a worker that
 closes its stdout and keeps running (SB-I-46), requests left behind by
 clients that disconnected (SB-I-47)."""
 
+import os
 import signal
 
 import pytest
@@ -41,5 +42,22 @@ def test_sigquit_is_a_graceful_shutdown(bus):
         f"workers that logged a signal: {got} of {pids}"
     assert [p for p in pids if procinfo.exists(p)] == [], "a worker outlived the daemon"
     if d.mode == "unix":
-        import os
         assert not os.path.lexists(d.socket_path), "the socket file is left behind"
+
+
+# -- SB-I-22 the socket file is removed only while it is still the daemon's own --------
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-I-22")
+def test_socket_path_taken_over_by_another_daemon_is_left_to_it(bus):
+    first = bus.start(pools=[bus.pool("first", 1)])
+    os.unlink(first.socket_path)  # someone removed the file...
+    second = bus.start(pools=[bus.pool("second", 1)])  # ...and another daemon took the path
+    assert first.socket_path == second.socket_path
+    first.signal(signal.SIGTERM)
+    assert first.wait_exit() == 0
+    assert os.path.lexists(second.socket_path), \
+        "the daemon that exited removed the socket file of the daemon now on that path"
+    assert bus.client().request()["result"]["pool"] == "second"
+    second.signal(signal.SIGTERM)
+    assert second.wait_exit() == 0
+    assert not os.path.lexists(second.socket_path), "the socket file is left behind"
