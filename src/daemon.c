@@ -1,5 +1,6 @@
 #include "daemon.h"
 #include "bus_limits.h"
+#include "fdlimit.h"
 #include "log.h"
 #include "loop.h"
 #include "net.h"
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +53,10 @@ typedef struct {
     int full_outputs; /* peers whose output is over its cap */
 
     int listen_fd;
+    int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
+    int64_t accept_resume_ms; /* listener resting after accept() failed; 0 = not */
+    bool accept_failing;      /* an episode of failed accept()s is going on */
+    long accept_refused;      /* connections closed unserved in that episode */
     const char *unix_path;
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
     int signal_fd;
@@ -565,6 +569,47 @@ static void on_client_event(void *data, int fd, short revents) {
     }
 }
 
+/* accept() failed and the connection stays queued, so the listening
+ * socket stays readable: polling it again at once would spin. Out of
+ * descriptors, the spare one makes room to accept and close what is queued
+ * (the client sees its connection closed, as beyond MAX_CONNECTIONS,
+ * SB-I-18); then the listener rests a moment, for descriptors to free up.
+ * One warning per episode; the count comes when accept() works again. */
+#define SB_ACCEPT_BACKOFF_MS 100
+#define SB_ACCEPT_SHED_MAX 64
+
+static void accept_failed(sb_daemon *d, int fd, int err) {
+    bool no_fds = err == EMFILE || err == ENFILE;
+    if (!d->accept_failing) {
+        d->accept_failing = true;
+        d->accept_refused = 0;
+        if (no_fds)
+            sb_warn(NULL, "accept failed: %s: out of file descriptors, new connections are "
+                    "closed at once until some free up", strerror(err));
+        else
+            sb_warn(NULL, "accept failed: %s: new connections wait", strerror(err));
+    }
+    if (no_fds && d->spare_fd >= 0) {
+        close(d->spare_fd);
+        for (int i = 0; i < SB_ACCEPT_SHED_MAX; i++) {
+            int cfd = sb_net_accept(fd);
+            if (cfd < 0)
+                break;
+            close(cfd);
+            d->accept_refused++;
+        }
+        d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    sb_loop_set(&d->loop, fd, 0);
+    d->accept_resume_ms = now_ms() + SB_ACCEPT_BACKOFF_MS;
+}
+
+static void accept_recovered(sb_daemon *d) {
+    d->accept_failing = false;
+    sb_info(NULL, "accepting connections again; %ld connection(s) closed unserved meanwhile",
+            d->accept_refused);
+}
+
 static void on_listen_event(void *data, int fd, short revents) {
     sb_daemon *d = data;
     (void)revents;
@@ -573,9 +618,11 @@ static void on_listen_event(void *data, int fd, short revents) {
         if (cfd == STDIO_BUS_EAGAIN)
             return;
         if (cfd < 0) {
-            sb_warn(NULL, "accept failed: %s", strerror(errno));
+            accept_failed(d, fd, errno);
             return;
         }
+        if (d->accept_failing)
+            accept_recovered(d);
         if (d->client_count >= STDIO_BUS_MAX_CONNECTIONS) { /* SB-I-18 */
             sb_warn(NULL, "connection fd=%d refused: MAX_CONNECTIONS (%d) clients connected", cfd,
                     STDIO_BUS_MAX_CONNECTIONS);
@@ -860,6 +907,10 @@ static void begin_shutdown(sb_daemon *d, const char *why) {
         sb_loop_del(&d->loop, d->listen_fd);
         close(d->listen_fd);
         d->listen_fd = -1;
+        d->accept_resume_ms = 0;
+        if (d->accept_failing)
+            sb_info(NULL, "%ld connection(s) closed unserved since accept() last failed",
+                    d->accept_refused);
         if (d->unix_path)
             remove_socket_file(d);
     }
@@ -975,6 +1026,11 @@ static void sweep_idle(sb_daemon *d, int64_t now) {
 
 static void check_timers(sb_daemon *d, int64_t now) {
     sweep_idle(d, now);
+    if (d->accept_resume_ms && now >= d->accept_resume_ms) {
+        d->accept_resume_ms = 0;
+        if (d->listen_fd >= 0)
+            sb_loop_set(&d->loop, d->listen_fd, POLLIN);
+    }
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
         if (w->restart_at_ms && now >= w->restart_at_ms && d->phase < SB_PHASE_DRAINING) {
@@ -1048,6 +1104,8 @@ static int64_t next_deadline(const sb_daemon *d) {
         next = d->drain_deadline_ms;
     if (d->next_sweep_ms && d->next_sweep_ms < next)
         next = d->next_sweep_ms;
+    if (d->accept_resume_ms && d->accept_resume_ms < next)
+        next = d->accept_resume_ms;
     return next;
 }
 
@@ -1071,20 +1129,13 @@ static void check_phase(sb_daemon *d, int64_t now) {
     }
 }
 
-static void raise_fd_limit(void) {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
 static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt) {
     memset(d, 0, sizeof *d);
     d->cfg = cfg;
     d->limits = &cfg->limits;
     d->mode = opt->mode;
     d->listen_fd = -1;
+    d->spare_fd = -1;
     d->signal_fd = -1;
     d->worker_count = cfg->worker_count;
     int peers = STDIO_BUS_MAX_CONNECTIONS + cfg->worker_count;
@@ -1136,6 +1187,8 @@ static void daemon_fini(sb_daemon *d) {
         if (d->unix_path)
             remove_socket_file(d);
     }
+    if (d->spare_fd >= 0)
+        close(d->spare_fd);
     if (d->signal_fd >= 0)
         sb_signals_close();
     if (d->mode == SB_MODE_STDIO) { /* give the terminal back as we found it */
@@ -1187,6 +1240,7 @@ static int open_clients(sb_daemon *d, const sb_options *opt) {
         }
         sb_info(NULL, "listening on tcp:%s", bound);
     }
+    d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (sb_loop_add(&d->loop, d->listen_fd, POLLIN, on_listen_event, d) < 0)
         return STDIO_BUS_ERR;
     return STDIO_BUS_OK;
@@ -1195,7 +1249,7 @@ static int open_clients(sb_daemon *d, const sb_options *opt) {
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_daemon d;
     daemon_ctx = &d;
-    raise_fd_limit();
+    sb_fdlimit_raise(cfg->worker_count);
     int rc = daemon_init(&d, cfg, opt);
     if (rc == 0) {
         d.signal_fd = sb_signals_open();

@@ -1,6 +1,7 @@
 """A daemon under test and its clients, with deadlines on every wait."""
 import json
 import os
+import resource
 import selectors
 import shlex
 import signal
@@ -73,9 +74,10 @@ class LineReader:
 class Daemon:
     """build/stdio_bus started with a config, stderr captured to a file."""
 
-    def __init__(self, binary, config_path, tmp_path, mode="stdio", args=(), wrap=()):
+    def __init__(self, binary, config_path, tmp_path, mode="stdio", args=(), wrap=(),
+                 nofile=None):
         """wrap: a command to run the daemon under (outside SB_DAEMON_WRAPPER),
-        e.g. strace."""
+        e.g. strace. nofile: (soft, hard) RLIMIT_NOFILE to start it with."""
         self.mode = mode
         self.stderr_path = tmp_path / f"daemon-{time.monotonic_ns()}.stderr"
         argv = list(wrap) + WRAPPER + [binary, "--config", config_path]
@@ -88,8 +90,11 @@ class Daemon:
             argv += ["--tcp", f"127.0.0.1:{port}"]
         argv += list(args)
         self.stderr_file = open(self.stderr_path, "wb")
+        def limit():
+            if nofile:
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr_file)
+                                     stderr=self.stderr_file, preexec_fn=limit if nofile else None)
         self.stdout = LineReader(self.proc.stdout.fileno())
 
     @property

@@ -39,3 +39,73 @@ def test_no_signal_to_a_worker_already_reaped(daemon_bin, write_config, tmp_path
         d.kill()
     calls = trace.read_text()
     assert "ESRCH" not in calls, f"kill() aimed at a process already reaped:\n{calls}"
+
+
+# -- out of file descriptors (issue 14, item 2) -----------------------------------------
+def served_or_closed(c, i):
+    """Sends a ping: True when answered, False when the daemon had closed
+    the connection; a connection left hanging times out."""
+    try:
+        c.send_json({"jsonrpc": "2.0", "id": i, "method": "ping"})
+    except OSError:
+        return False
+    line = c.line(timeout=5)
+    return line is not None
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.parametrize("mode", ["unix", "tcp"])
+def test_out_of_fds_new_connections_are_closed_and_the_loop_sleeps(
+        daemon_bin, mock_bin, write_config, tmp_path, mode):
+    from busproc import cpu_seconds
+    cfg = {"pools": [mock_pool(mock_bin, tmp_path / "w.log", 1)]}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode=mode, nofile=(40, 40))
+    try:
+        first = d.connect()
+        assert served_or_closed(first, "first")
+        d.wait_stderr("RLIMIT_NOFILE")  # told at start that 40 descriptors are too few
+        clients = [first] + [d.connect() for _ in range(50)]  # more than 40 fds can hold
+        # The daemon is out of descriptors now. While a slow answer is on
+        # its way, it must sleep, not spin on a listening socket that
+        # stays readable (nor write a log line per turn).
+        cpu_before = cpu_seconds(d.pid)
+        first.send_json({"jsonrpc": "2.0", "id": "slow", "method": "slow",
+                         "params": {"mock": {"delay_ms": 800}}})
+        assert first.line(timeout=10) is not None
+        cpu_used = cpu_seconds(d.pid) - cpu_before
+        assert cpu_used < 0.2 * SCALE, f"the daemon used {cpu_used:.2f} s of CPU in 0.8 s"
+        # Every connection is either served or closed at once: none hangs in the backlog.
+        outcome = [served_or_closed(c, n) for n, c in enumerate(clients)]
+        refused = outcome.count(False)
+        assert refused >= 10 and outcome[:5] == [True] * 5, outcome
+        err = d.stderr()
+        assert err.count("out of file descriptors") == 1, err[-3000:]  # once per episode
+        assert len(err) < 20000, f"{len(err)} bytes of log"
+        # Descriptors free up: new clients are served again, and the episode is summed up.
+        for c in clients[1:4]:
+            c.close()
+        d.wait_stderr("disconnected", count=3)
+        again = d.connect()
+        assert served_or_closed(again, "again")
+        d.wait_stderr(f"{refused} connection(s) closed unserved")
+        assert d.stop() == 0
+    finally:
+        d.kill()
+
+
+def test_fd_limit_is_raised_to_what_the_clients_and_workers_need(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    cfg = {"pools": [mock_pool(mock_bin, tmp_path / "w.log", 3)]}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix", nofile=(64, 4096))
+    try:
+        d.connect().close()
+        if not WRAPPER:  # valgrind keeps the limit to itself
+            limits = open(f"/proc/{d.pid}/limits").read()
+            soft = int(re.search(r"Max open files\s+(\d+)", limits).group(1))
+            assert 1024 + 3 * 3 <= soft < 4096, limits
+        assert "RLIMIT_NOFILE" not in d.stderr()
+    finally:
+        d.kill()
