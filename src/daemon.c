@@ -94,14 +94,14 @@ static void on_worker_event(void *data, int fd, short revents);
 
 static void update_interest(sb_daemon *d, sb_peer *p) {
     short in_events = may_read(d, p) ? POLLIN : 0;
+    short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
     if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
         p->in_parked = false;
-        if (sb_loop_add(&d->loop, p->in_fd, POLLIN,
+        if (sb_loop_add(&d->loop, p->in_fd, p->in_fd == p->out_fd ? in_events | out_events : in_events,
                         p->kind == SB_PEER_CLIENT ? on_client_event : on_worker_event, p) < 0)
             p->in_parked = true;
         return;
     }
-    short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
     if (p->in_fd >= 0 && p->in_fd == p->out_fd) {
         sb_loop_set(&d->loop, p->in_fd, in_events | out_events);
         return;
@@ -113,10 +113,11 @@ static void update_interest(sb_daemon *d, sb_peer *p) {
 }
 
 /* A paused input that hangs up would wake poll() forever (POLLHUP cannot
- * be masked): take it off the loop until it is resumed. Returns true when
- * the event was absorbed that way. */
+ * be masked): take it off the loop until it is resumed; what it still
+ * holds is read then. Returns true when the input is paused (the event is
+ * absorbed: nothing may be read now). */
 static bool park_if_paused(sb_daemon *d, sb_peer *p, int fd, short revents) {
-    if (!p->blocked_on || fd != p->in_fd || p->in_fd == p->out_fd)
+    if (!p->blocked_on || fd != p->in_fd)
         return false;
     if (revents & (POLLHUP | POLLERR)) {
         sb_loop_del(&d->loop, fd);
@@ -558,6 +559,14 @@ static void on_client_event(void *data, int fd, short revents) {
         if (!sb_outq_over(&c->out))
             set_full(d, c, false);
         update_interest(d, c);
+    }
+    if (c->blocked_on && fd == c->in_fd && c->in_fd == c->out_fd &&
+        (revents & (POLLHUP | POLLERR)) && !sb_net_has_data(fd)) {
+        /* Hung up while paused, nothing left unread: gone (7.2). Lines taken
+         * before the pause go with it, like a partial line (SB-I-25). */
+        sb_info(c->name, "connection closed by the client while its input was paused");
+        doom(d, c);
+        return;
     }
     if (park_if_paused(d, c, fd, revents))
         return;

@@ -124,6 +124,15 @@ int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bo
     return fd;
 }
 
+bool sb_net_has_data(int fd) {
+    char byte;
+    ssize_t n;
+    do
+        n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n > 0;
+}
+
 int sb_net_accept(int listen_fd) {
     for (;;) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);

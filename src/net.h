@@ -2,6 +2,7 @@
 #ifndef SB_NET_H
 #define SB_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -27,6 +28,11 @@ int sb_net_unlink_unix(const char *path, const sb_net_unix_id *id);
  * gets the address actually bound, e.g. "127.0.0.1:40123". */
 int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bound_size,
                       char *err, size_t err_size);
+
+/* True when bytes can be read from the socket fd now (a peek; nothing is
+ * consumed). False at end of stream, on an error such as a reset, or when
+ * nothing is waiting. */
+bool sb_net_has_data(int fd);
 
 /* Accepts one connection: non-blocking, close-on-exec. Returns the fd,
  * STDIO_BUS_EAGAIN when none is waiting, STDIO_BUS_ERR otherwise. */

@@ -3,14 +3,19 @@ workers that misbehave at exit, clients that vanish while paused, too few
 file descriptors, a stderr nobody reads. Each test names the defect it
 guards against; the spec-visible decisions live in
 conformance/tests/test_hostile.py."""
+import fcntl
+import json
 import os
 import re
 import shutil
-import stat
+import socket
+import struct
+import termios
+import time
 
 import pytest
 
-from busproc import SCALE, WRAPPER, Daemon
+from busproc import SCALE, WRAPPER, Daemon, cpu_seconds
 from test_stdio_mode import mock_pool
 
 
@@ -60,7 +65,6 @@ def open_fds(pid):
 @pytest.mark.parametrize("mode", ["unix", "tcp"])
 def test_out_of_fds_new_connections_are_closed_and_the_loop_sleeps(
         daemon_bin, mock_bin, write_config, tmp_path, mode):
-    from busproc import cpu_seconds
     cfg = {"pools": [mock_pool(mock_bin, tmp_path / "w.log", 1)]}
     d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode=mode, nofile=(40, 40))
     try:
@@ -107,5 +111,70 @@ def test_fd_limit_is_raised_to_what_the_clients_and_workers_need(
             soft = int(re.search(r"Max open files\s+(\d+)", limits).group(1))
             assert 1024 + 3 * 3 <= soft < 4096, limits
         assert "RLIMIT_NOFILE" not in d.stderr()
+    finally:
+        d.kill()
+
+
+# -- a paused client that hangs up (issue 14, item 3) -----------------------------------
+def unsent_bytes(sock):
+    """Bytes sent but not yet taken by the peer (SIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+
+
+def send_until_stuck(c, timeout=10.0):
+    """Sends notifications until the daemon no longer reads this client:
+    what is sent stops moving."""
+    line = json.dumps({"jsonrpc": "2.0", "method": "n", "params": "x" * 1000}).encode() + b"\n"
+    c.sock.setblocking(False)
+    deadline = time.monotonic() + timeout * SCALE
+    last, still = -1, 0
+    while still < 5:
+        assert time.monotonic() < deadline, "the daemon kept reading the client"
+        try:
+            c.sock.send(line * 16)
+            continue
+        except BlockingIOError:
+            pass
+        now = unsent_bytes(c.sock)
+        still = still + 1 if now == last and now > 0 else 0
+        last = now
+        time.sleep(0.02)  # poll interval: nothing tells us when the daemon stopped reading
+
+
+@pytest.mark.parametrize("mode,unread", [("unix", "nothing"), ("tcp", "nothing"), ("unix", "more")])
+def test_paused_client_that_hangs_up_does_not_spin_the_loop(
+        daemon_bin, mock_bin, write_config, tmp_path, mode, unread):
+    cfg = {"pools": [mock_pool(mock_bin, tmp_path / "w.log", 1)],
+           "limits": {"max_output_queue": 4096, "backpressure_timeout_sec": 3},
+           "orphan_policy": "error"}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode=mode)
+    try:
+        c = d.connect()
+        c.send_json({"jsonrpc": "2.0", "id": "stall", "method": "x",
+                     "params": {"mock": {"stall": "read"}}})  # answers, then never reads again
+        assert c.line() is not None
+        # One line larger than the worker's stdin pipe and max_output_queue:
+        # the daemon reads all of it, and pausing this client is the last
+        # thing it does with it.
+        c.send_json({"jsonrpc": "2.0", "method": "big", "params": "x" * 100000})
+        d.wait_stderr("pausing its inputs")
+        if unread == "more":
+            send_until_stuck(c)  # and more that the daemon has not read
+        if mode == "tcp":  # a reset: POLLERR|POLLHUP
+            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        cpu_before, t0 = cpu_seconds(d.pid), time.monotonic()
+        c.sock.close()
+        d.wait_stderr("disconnected", timeout=15)
+        cpu_used, waited = cpu_seconds(d.pid) - cpu_before, time.monotonic() - t0
+        assert cpu_used < 0.1 + 0.2 * waited, \
+            f"the daemon used {cpu_used:.2f} s of CPU in the {waited:.2f} s after the hang-up"
+        err = d.stderr()
+        failed = err.find("backpressure_timeout_sec")
+        if unread == "nothing":  # the client is gone and left nothing to read: 7.2 at once
+            assert failed < 0 or err.index("disconnected") < failed, \
+                "the client that hung up was closed only when its worker was failed"
+        other = d.connect()  # the daemon serves on (an answer or an error, SB-X-8)
+        other.send_json({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert other.line(timeout=15) is not None
     finally:
         d.kill()

@@ -79,3 +79,18 @@ Test(net, missing_file_is_not_an_error) {
     cr_assert_eq(sb_net_unlink_unix(path, &id), 0);
     close(fd);
 }
+
+Test(net, has_data_peeks_without_consuming) {
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    cr_assert_not(sb_net_has_data(sv[0]), "nothing sent yet");
+    cr_assert_eq(write(sv[1], "x", 1), 1);
+    cr_assert(sb_net_has_data(sv[0]));
+    cr_assert(sb_net_has_data(sv[0]), "the peek consumed the byte");
+    close(sv[1]);
+    cr_assert(sb_net_has_data(sv[0]), "a byte sent before the hang-up is still readable");
+    char b;
+    cr_assert_eq(read(sv[0], &b, 1), 1);
+    cr_assert_not(sb_net_has_data(sv[0]), "end of stream");
+    close(sv[0]);
+}
