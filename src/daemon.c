@@ -792,12 +792,40 @@ static void discard_orphan(void *ctx, const sb_request *r) {
     send_error_reply(oc->d, c, r->id, r->id_len, r->session, r->session_len, "worker exited");
 }
 
-static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
-    /* Responses the worker wrote before exiting are still in the pipe:
-     * route them before the cleanup discards what they answer. */
-    while (!w->muted && w->peer.in_fd >= 0 && !w->peer.blocked_on &&
-           read_input(d, &w->peer) == STDIO_BUS_OK) {
+/* SB-I-40: responses the worker wrote before exiting are still in the
+ * pipe: route them before the cleanup discards what they answer. Orphans
+ * of the worker may go on writing into that pipe forever, so what is
+ * read is what the pipe holds now, and no more. */
+static void drain_at_exit(sb_daemon *d, sb_worker *w) {
+    sb_peer *p = &w->peer;
+    if (p->in_fd < 0)
+        return;
+    size_t left = sb_worker_pipe_pending(p->in_fd);
+    while (left > 0 && !w->muted && !p->blocked_on && !p->doomed) {
+        size_t avail;
+        char *space = sb_frame_space(&p->in, &avail);
+        if (!space) {
+            if (errno != ENOMEM)
+                input_overflow(d, p);
+            return;
+        }
+        ssize_t got;
+        do
+            got = read(p->in_fd, space, avail < left ? avail : left);
+        while (got < 0 && errno == EINTR);
+        if (got <= 0)
+            return;
+        sb_frame_commit(&p->in, (size_t)got);
+        left -= (size_t)got;
+        if (process_lines(d, p) == STDIO_BUS_EFULL) {
+            input_overflow(d, p);
+            return;
+        }
     }
+}
+
+static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
+    drain_at_exit(d, w);
     d->live_workers--;
     if (sb_frame_pending(&w->peer.in)) /* SB-I-25 */
         sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",

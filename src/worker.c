@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 const char *sb_worker_state_name(sb_worker_state s) {
@@ -95,11 +96,19 @@ static void relay_line(sb_worker *w, const char *line, size_t len) {
     sb_log(SB_LOG_INFO, w->peer.name, "stderr: %.*s", (int)len, line);
 }
 
-int sb_worker_relay_stderr(sb_worker *w, bool flush_all) {
+size_t sb_worker_pipe_pending(int fd) {
+    int n;
+    if (ioctl(fd, FIONREAD, &n) < 0 || n < 0)
+        return SB_WORKER_EXIT_READ_MAX;
+    return (size_t)n < SB_WORKER_EXIT_READ_MAX ? (size_t)n : SB_WORKER_EXIT_READ_MAX;
+}
+
+int sb_worker_relay_stderr(sb_worker *w, bool at_exit) {
     int rc = STDIO_BUS_OK;
-    for (;;) {
-        ssize_t n = read(w->stderr_fd, w->stderr_buf + w->stderr_len,
-                         SB_WORKER_STDERR_LINE - w->stderr_len);
+    size_t left = at_exit ? sb_worker_pipe_pending(w->stderr_fd) : SB_WORKER_STDERR_LINE;
+    while (left > 0) {
+        size_t room = SB_WORKER_STDERR_LINE - w->stderr_len;
+        ssize_t n = read(w->stderr_fd, w->stderr_buf + w->stderr_len, room < left ? room : left);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -108,6 +117,7 @@ int sb_worker_relay_stderr(sb_worker *w, bool flush_all) {
             break;
         }
         w->stderr_len += (size_t)n;
+        left -= (size_t)n;
         size_t start = 0;
         char *nl;
         while ((nl = memchr(w->stderr_buf + start, '\n', w->stderr_len - start))) {
@@ -120,10 +130,10 @@ int sb_worker_relay_stderr(sb_worker *w, bool flush_all) {
         }
         memmove(w->stderr_buf, w->stderr_buf + start, w->stderr_len - start);
         w->stderr_len -= start;
-        if (!flush_all)
+        if (!at_exit)
             break; /* one read per wake-up: a chatty worker must not starve the loop */
     }
-    if ((rc == STDIO_BUS_EOF || flush_all) && w->stderr_len) {
+    if ((rc == STDIO_BUS_EOF || at_exit) && w->stderr_len) {
         relay_line(w, w->stderr_buf, w->stderr_len);
         w->stderr_len = 0;
     }

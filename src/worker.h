@@ -55,9 +55,17 @@ int sb_worker_start(sb_worker *w);
 void sb_worker_signal(sb_worker *w, int sig);
 
 /* Reads the worker's stderr and relays each complete line to the daemon's
- * stderr with the worker's context (SB-I-7). At EOF (or flush_all), the
- * partial line is relayed too. Returns STDIO_BUS_EOF when the pipe ended. */
-int sb_worker_relay_stderr(sb_worker *w, bool flush_all);
+ * stderr with the worker's context (SB-I-7): one read, or with at_exit,
+ * what the pipe holds now (never more: orphans of the worker may keep
+ * writing), then the partial line too, as at EOF. Returns STDIO_BUS_EOF
+ * when the pipe ended. */
+int sb_worker_relay_stderr(sb_worker *w, bool at_exit);
+
+/* What a drain at exit may read from one of the worker's pipes: the bytes
+ * waiting in it now (FIONREAD), or SB_WORKER_EXIT_READ_MAX when that
+ * cannot be told. */
+#define SB_WORKER_EXIT_READ_MAX (1u << 20)
+size_t sb_worker_pipe_pending(int fd);
 
 /* Refreshes peer.name from id, pool and pid. */
 void sb_worker_name(sb_worker *w);

@@ -10,6 +10,7 @@ import re
 import shutil
 import socket
 import struct
+import sys
 import termios
 import time
 
@@ -178,3 +179,102 @@ def test_paused_client_that_hangs_up_does_not_spin_the_loop(
         assert other.line(timeout=15) is not None
     finally:
         d.kill()
+
+
+# -- orphans of a worker that keep writing to its pipes (issue 14, item 4) ---------------
+class StdioClient:
+    """The one client of stdio mode, with the SocketClient interface."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def send_json(self, obj):
+        return self.d.send_json(obj)
+
+    def line(self, timeout=10.0):
+        return self.d.stdout.line(timeout)
+
+
+def client_of(d):
+    return StdioClient(d) if d.mode == "stdio" else d.connect()
+
+
+def kill_listed(path):
+    for pid in path.read_text().split() if path.exists() else []:
+        try:
+            os.kill(int(pid), 9)
+        except ProcessLookupError:
+            pass
+
+
+ORPHAN = """
+import fcntl, os, sys
+fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MiB of slack for the writers
+line = b'{"jsonrpc":"2.0","id":"stray","result":0}\\n'
+data = line * (4096 // len(line))  # PIPE_BUF at most: whole lines whatever the others write
+parent, total, at_exit = os.getppid(), 0, None
+try:
+    while True:
+        total += os.write(1, data)
+        if at_exit is None and os.getppid() != parent:  # the worker has exited
+            at_exit = total
+except OSError:  # EPIPE: the daemon closed the pipe
+    pass
+with open(sys.argv[1], "w") as f:  # what was written after the worker's exit
+    f.write(str(total - (total if at_exit is None else at_exit)))
+"""
+ORPHANS = 3
+
+
+def wrote_something(pid):
+    with open(f"/proc/{pid}/io") as f:
+        return int(re.search(r"wchar: (\d+)", f.read()).group(1)) > 0
+
+
+@pytest.mark.parametrize("mode", ["stdio", "unix", "tcp"])
+def test_orphans_writing_after_their_worker_exited_do_not_freeze_the_daemon(
+        daemon_bin, mock_bin, write_config, tmp_path, mode):
+    # The worker leaves children writing to its stdout as fast as they can,
+    # answers one request and exits: the pipe may never run dry. Their lines
+    # are responses nobody asked for, warned about below --log-level error,
+    # so reading them costs a little and logs nothing. Each child counts
+    # what it wrote between the worker's exit and the daemon's closing the
+    # pipe. (The same on the
+    # worker's stderr: tests/unit/test_worker.c, where a pipe that never
+    # runs dry can be had for sure.)
+    orphan, pids = tmp_path / "orphan.py", tmp_path / "orphans"
+    orphan.write_text(ORPHAN)
+    totals = [tmp_path / f"total{i}" for i in range(ORPHANS)]
+    script = "".join(f"{sys.executable} {orphan} {t} & echo $! >> {pids}; " for t in totals)
+    script += """read line; printf '{"jsonrpc":"2.0","id":"last","result":"bye"}\\n'; exit 0"""
+    cfg = {"pools": [sh_pool(script, "orphaner"), mock_pool(mock_bin, tmp_path / "w.log", 1, "ok")],
+           "limits": {"max_restarts": 0}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode=mode, args=["--log-level", "error"])
+    try:
+        c = client_of(d)
+        deadline = time.monotonic() + 10 * SCALE
+        while not (pids.exists() and len(pids.read_text().split()) == ORPHANS
+                   and all(wrote_something(int(p)) for p in pids.read_text().split())):
+            assert time.monotonic() < deadline, "the orphans never wrote"
+            time.sleep(0.01)  # poll interval: /proc has no change notification
+        c.send_json({"jsonrpc": "2.0", "id": "last", "method": "x"})  # round-robin: worker 0 first
+        assert json.loads(c.line(timeout=5))["result"] == "bye"  # SB-I-40: written before the exit
+        d.wait_stderr("not restarting", timeout=5)
+        # The daemon read what was in the pipe (1 MiB) when the worker
+        # exited and closed it: the writers got EPIPE. An unbounded read
+        # takes tens to hundreds of MiB from them first.
+        deadline = time.monotonic() + 10 * SCALE
+        while not all(t.exists() for t in totals):
+            assert time.monotonic() < deadline, "the daemon never closed the exited worker's stdout"
+            time.sleep(0.01)
+        taken = sum(int(t.read_text()) for t in totals)
+        assert taken < 8 << 20, f"the daemon read {taken >> 20} MiB from the orphans after the exit"
+        for i in range(3):  # the daemon serves on
+            c.send_json({"jsonrpc": "2.0", "id": i, "method": "x"})
+            assert json.loads(c.line(timeout=5))["result"]["pool"] == "ok"
+        t0 = time.monotonic()
+        assert d.stop(timeout=5) == 0  # and SIGTERM is honoured at once
+        assert time.monotonic() - t0 < 3 * SCALE
+    finally:
+        d.kill()
+        kill_listed(pids)
