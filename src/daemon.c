@@ -60,6 +60,7 @@ typedef struct {
     const char *unix_path;
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
     int signal_fd;
+    int stderr_watch; /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
     int stdin_flags, stdout_flags;
 
     sb_phase phase;
@@ -1019,6 +1020,28 @@ static void on_signal_event(void *data, int fd, short revents) {
         reap_children(d);
 }
 
+/* Log lines that stderr could not take were dropped (log.c): the count is
+ * written as soon as stderr takes lines again, even if no new line comes. */
+static void on_stderr_event(void *data, int fd, short revents) {
+    sb_daemon *d = data;
+    int rc = revents & (POLLERR | POLLHUP | POLLNVAL) ? STDIO_BUS_ERR : sb_log_flush();
+    if (rc == 0)
+        return; /* still full: wait again */
+    sb_loop_del(&d->loop, fd);
+    d->stderr_watch = rc < 0 ? -1 : 0;
+}
+
+static void tend_stderr(sb_daemon *d) {
+    if (!sb_log_backlog()) {
+        if (d->stderr_watch < 0)
+            d->stderr_watch = 0; /* a later line got through: watch again next time */
+        return;
+    }
+    if (d->stderr_watch == 0 &&
+        sb_loop_add(&d->loop, STDERR_FILENO, POLLOUT, on_stderr_event, d) == 0)
+        d->stderr_watch = 1;
+}
+
 static void finish_round(sb_daemon *d) {
     /* Peers resumed after backpressure may hold complete lines that no new
      * read will announce. */
@@ -1324,6 +1347,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         check_phase(&d, now);
         if (d.phase == SB_PHASE_DONE)
             break;
+        tend_stderr(&d);
         int64_t deadline = next_deadline(&d);
         int timeout = -1; /* nothing scheduled: sleep until an fd or a signal wakes us */
         if (deadline != INT64_MAX) {

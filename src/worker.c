@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 const char *sb_worker_state_name(sb_worker_state s) {
@@ -90,7 +91,37 @@ void sb_worker_signal(sb_worker *w, int sig) {
         kill(w->pid, sig);
 }
 
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void report_dropped(sb_worker *w) {
+    if (!w->relay_dropped)
+        return;
+    sb_warn(w->peer.name, "%zu byte(s) of worker stderr dropped (%ld line(s)): over %d bytes of log "
+            "per second", w->relay_dropped, w->relay_dropped_lines, SB_WORKER_STDERR_BUDGET);
+    w->relay_dropped = 0;
+    w->relay_dropped_lines = 0;
+}
+
 static void relay_line(sb_worker *w, const char *line, size_t len) {
+    if (!sb_log_enabled(SB_LOG_INFO))
+        return;
+    int64_t now = now_ms();
+    if (now - w->relay_since_ms >= 1000) {
+        report_dropped(w);
+        w->relay_since_ms = now;
+        w->relay_used = 0;
+    }
+    size_t cost = len + SB_WORKER_RELAY_LINE_COST;
+    if (w->relay_used + cost > SB_WORKER_STDERR_BUDGET) {
+        w->relay_dropped += len + 1;
+        w->relay_dropped_lines++;
+        return;
+    }
+    w->relay_used += cost;
     if (len && line[len - 1] == '\r')
         len--;
     sb_log(SB_LOG_INFO, w->peer.name, "stderr: %.*s", (int)len, line);
@@ -137,5 +168,7 @@ int sb_worker_relay_stderr(sb_worker *w, bool at_exit) {
         relay_line(w, w->stderr_buf, w->stderr_len);
         w->stderr_len = 0;
     }
+    if (rc == STDIO_BUS_EOF || at_exit)
+        report_dropped(w);
     return rc;
 }

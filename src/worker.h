@@ -18,6 +18,12 @@ typedef enum {
 } sb_worker_state;
 
 #define SB_WORKER_STDERR_LINE 4096
+/* Log bytes per second that one worker's stderr may cost (issue 14): a
+ * worker writing empty lines as fast as it can would otherwise make the
+ * daemon write ~90 bytes of log per byte. Counted per relayed line as its
+ * text plus SB_WORKER_RELAY_LINE_COST for the prefix. */
+#define SB_WORKER_STDERR_BUDGET (256 * 1024)
+#define SB_WORKER_RELAY_LINE_COST 96
 
 typedef struct {
     sb_peer peer;        /* in_fd = its stdout, out_fd = its stdin */
@@ -29,6 +35,10 @@ typedef struct {
     int stderr_fd;
     size_t stderr_len;
     char *stderr_buf;    /* SB_WORKER_STDERR_LINE bytes (SB-I-7) */
+    int64_t relay_since_ms; /* start of the current second of relayed stderr */
+    size_t relay_used;      /* log bytes it cost in that second */
+    size_t relay_dropped;   /* stderr bytes dropped since last reported */
+    long relay_dropped_lines;
     sb_restart_history restarts;
     int64_t restart_at_ms; /* 0 = no restart scheduled */
     int64_t kill_at_ms;    /* STOPPING: SIGKILL deadline; 0 = none */
@@ -55,7 +65,9 @@ int sb_worker_start(sb_worker *w);
 void sb_worker_signal(sb_worker *w, int sig);
 
 /* Reads the worker's stderr and relays each complete line to the daemon's
- * stderr with the worker's context (SB-I-7): one read, or with at_exit,
+ * stderr with the worker's context (SB-I-7), within SB_WORKER_STDERR_BUDGET
+ * (lines over it are dropped and counted, and the count logged once the
+ * second is over or at exit): one read, or with at_exit,
  * what the pipe holds now (never more: orphans of the worker may keep
  * writing), then the partial line too, as at EOF. Returns STDIO_BUS_EOF
  * when the pipe ended. */

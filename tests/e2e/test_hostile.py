@@ -278,3 +278,47 @@ def test_orphans_writing_after_their_worker_exited_do_not_freeze_the_daemon(
     finally:
         d.kill()
         kill_listed(pids)
+
+
+# -- logging never blocks the loop (issue 14, item 5) ------------------------------------
+@pytest.mark.parametrize("mode", ["stdio", "unix", "tcp"])
+def test_a_stderr_nobody_reads_does_not_freeze_the_clients(
+        daemon_bin, mock_bin, write_config, tmp_path, mode):
+    cfg = {"pools": [mock_pool(mock_bin, tmp_path / "w.log", 2)]}
+    # debug: two log lines per request, so 2,000 requests are ~300 KB of
+    # log, several times what a pipe holds
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode=mode, args=["--log-level", "debug"],
+               stderr_pipe=True)
+    try:
+        c = client_of(d)
+        for i in range(2000):
+            c.send_json({"jsonrpc": "2.0", "id": i, "method": "ping", "params": {"n": i}})
+            assert json.loads(c.line(timeout=5))["id"] == i
+        log = d.read_stderr_pipe()  # stderr takes lines again
+        assert "[worker 1 pool=echo" in log
+        c.send_json({"jsonrpc": "2.0", "id": "after", "method": "ping"})
+        assert json.loads(c.line(timeout=5))["id"] == "after"
+        # the count of what was lost comes once stderr is writable, before the next line
+        deadline = time.monotonic() + 5 * SCALE
+        while (m := re.search(r"stdio_bus: (\d+) log line\(s\) dropped", log)) is None:
+            assert time.monotonic() < deadline, f"no count of dropped lines in:\n{log[-2000:]}"
+            time.sleep(0.01)  # poll interval: reading a pipe without blocking
+            log += d.read_stderr_pipe()
+        assert int(m.group(1)) > 100
+    finally:
+        d.kill()
+
+
+def test_worker_stderr_flood_is_held_to_a_budget(daemon_bin, write_config, tmp_path):
+    # 300,000 empty lines: relayed one log line each, ~25 MB of log
+    flood = "head -c 300000 /dev/zero | tr '\\0' '\\n' >&2; exit 0"
+    cfg = {"pools": [sh_pool(flood, "flood")], "limits": {"max_restarts": 0}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path)
+    try:
+        d.wait_stderr("pipes closed", timeout=30)
+        err = d.stderr()
+        assert len(err) < 1 << 20, f"{len(err)} bytes of log for 300 KB of worker stderr"
+        m = re.search(r"(\d+) byte\(s\) of worker stderr dropped", err)
+        assert m and int(m.group(1)) > 200000, err[-2000:]
+    finally:
+        d.kill()

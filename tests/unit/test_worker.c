@@ -68,3 +68,28 @@ Test(worker, relay_reads_once_per_call_otherwise) {
     close(p[1]);
     close(p[0]);
 }
+
+Test(worker, relayed_stderr_is_held_to_its_budget) {
+    /* 200,000 empty lines would be ~19 MB of log; the budget keeps it to
+     * SB_WORKER_STDERR_BUDGET a second, and the rest is counted. */
+    sb_log_set_level(SB_LOG_INFO);
+    char in_path[] = "/tmp/sb-relay-in-XXXXXX", out_path[] = "/tmp/sb-relay-out-XXXXXX";
+    int in = mkstemp(in_path), out = mkstemp(out_path);
+    cr_assert(in >= 0 && out >= 0);
+    unlink(in_path);
+    unlink(out_path);
+    static char newlines[200000];
+    memset(newlines, '\n', sizeof newlines);
+    cr_assert_eq(write(in, newlines, sizeof newlines), (ssize_t)sizeof newlines);
+    lseek(in, 0, SEEK_SET);
+    cr_assert_eq(dup2(out, STDERR_FILENO), STDERR_FILENO);
+    w.stderr_fd = in;
+    sb_worker_relay_stderr(&w, true);
+    off_t logged = lseek(out, 0, SEEK_END);
+    cr_assert_lt(logged, SB_WORKER_STDERR_BUDGET + 4096, "%lld bytes of log", (long long)logged);
+    char tail[512] = {0};
+    pread(out, tail, sizeof tail - 1, logged > 400 ? logged - 400 : 0);
+    cr_assert(strstr(tail, "byte(s) of worker stderr dropped"), "no drop count: %s", tail);
+    close(in);
+    close(out);
+}
