@@ -50,6 +50,8 @@ typedef struct {
     int doomed_count;
     sb_peer **dirty; /* peers with queued bytes to write at the end of the round */
     int dirty_count;
+    sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
+    int ending_count;
     int full_outputs; /* peers whose output is over its cap */
 
     int listen_fd;
@@ -490,6 +492,14 @@ static void client_close(sb_daemon *d, sb_peer *c) {
         c->full_since_ms = 0;
         d->full_outputs--;
     }
+    if (c->ending_by_ms) {
+        for (int i = 0; i < d->ending_count; i++)
+            if (d->ending[i] == c) {
+                d->ending[i] = d->ending[--d->ending_count];
+                break;
+            }
+        c->ending_by_ms = 0;
+    }
     release_waiters(d, c);
     if (c->in_fd >= 0) {
         sb_loop_del(&d->loop, c->in_fd);
@@ -518,6 +528,46 @@ static bool client_has_pending(const sb_daemon *d, const sb_peer *c) {
     return d->router.requests.send_head[c->index] >= 0;
 }
 
+static bool client_settled(const sb_daemon *d, const sb_peer *c) {
+    return !client_has_pending(d, c) && sb_outq_len(&c->out) == 0;
+}
+
+/* SB-I-41: a socket client's input ended: a half-close (`nc -N`), or a
+ * close that looks the same until a write fails. It sends nothing more
+ * but may still read: it gets the answers to its requests, then the
+ * connection is closed as in 7.2, at the latest after drain_timeout_sec. */
+static void client_input_ended(sb_daemon *d, sb_peer *c) {
+    if (c->ending_by_ms)
+        return;
+    update_interest(d, c); /* stop reading: EOF would wake poll() for ever */
+    if (client_settled(d, c)) {
+        sb_info(c->name, "connection closed by the client");
+        doom(d, c);
+        return;
+    }
+    sb_info(c->name, "end of input from the client: closing once its answers are delivered");
+    c->ending_by_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    d->ending[d->ending_count++] = c;
+}
+
+/* Closes the clients of client_input_ended that are owed nothing more. */
+static void close_ended_clients(sb_daemon *d) {
+    int64_t now = now_ms();
+    for (int i = 0; i < d->ending_count; i++) {
+        sb_peer *c = d->ending[i];
+        if (c->doomed)
+            continue;
+        if (client_settled(d, c)) {
+            sb_info(c->name, "answers delivered: closing the connection");
+            doom(d, c);
+        } else if (now >= c->ending_by_ms) {
+            sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+                    d->limits->drain_timeout_sec);
+            doom(d, c);
+        }
+    }
+}
+
 static void on_input_eof(sb_daemon *d, sb_peer *p) {
     p->in_eof = true;
     if (p->kind == SB_PEER_WORKER) {
@@ -528,8 +578,7 @@ static void on_input_eof(sb_daemon *d, sb_peer *p) {
         return;
     }
     if (d->mode != SB_MODE_STDIO) {
-        sb_info(p->name, "connection closed by the client");
-        doom(d, p);
+        client_input_ended(d, p);
         return;
     }
     /* SB-I-5: stdin EOF. Deliver what is in flight, then shut down. */
@@ -560,6 +609,12 @@ static void on_client_event(void *data, int fd, short revents) {
         if (!sb_outq_over(&c->out))
             set_full(d, c, false);
         update_interest(d, c);
+    }
+    if (c->in_eof && fd == c->in_fd && (revents & (POLLHUP | POLLERR))) {
+        /* SB-I-41: after a half-close, the peer is now gone both ways */
+        sb_info(c->name, "connection closed by the client");
+        doom(d, c);
+        return;
     }
     if (c->blocked_on && fd == c->in_fd && c->in_fd == c->out_fd &&
         (revents & (POLLHUP | POLLERR)) && !sb_net_has_data(fd)) {
@@ -1053,6 +1108,8 @@ static void finish_round(sb_daemon *d) {
     }
     d->ready_count = 0;
     flush_dirty(d);
+    if (d->ending_count)
+        close_ended_clients(d);
     for (int i = 0; i < d->doomed_count; i++) {
         sb_peer *p = d->doomed[i];
         if (p->kind == SB_PEER_CLIENT)
@@ -1166,6 +1223,9 @@ static int64_t next_deadline(const sb_daemon *d) {
         next = d->next_sweep_ms;
     if (d->accept_resume_ms && d->accept_resume_ms < next)
         next = d->accept_resume_ms;
+    for (int i = 0; i < d->ending_count; i++)
+        if (d->ending[i]->ending_by_ms < next)
+            next = d->ending[i]->ending_by_ms;
     return next;
 }
 
@@ -1205,7 +1265,9 @@ static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt
     d->ready = malloc((size_t)peers * sizeof *d->ready);
     d->doomed = malloc((size_t)peers * sizeof *d->doomed);
     d->dirty = malloc((size_t)peers * sizeof *d->dirty);
+    d->ending = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->ending);
     if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
+        !d->ending ||
         sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0) {
         sb_error(NULL, "out of memory at start-up");
@@ -1263,6 +1325,7 @@ static void daemon_fini(sb_daemon *d) {
     free(d->ready);
     free(d->doomed);
     free(d->dirty);
+    free(d->ending);
 }
 
 static int open_clients(sb_daemon *d, const sb_options *opt) {

@@ -6,10 +6,11 @@ clients that disconnected (SB-I-47)."""
 
 import os
 import signal
+import time
 
 import pytest
 
-from stdio_bus_conformance import procinfo
+from stdio_bus_conformance import DaemonTimeout, procinfo
 
 
 # -- SB-I-45 signals that do not stop the daemon, and SIGQUIT -----------------------------
@@ -61,3 +62,75 @@ def test_socket_path_taken_over_by_another_daemon_is_left_to_it(bus):
     second.signal(signal.SIGTERM)
     assert second.wait_exit() == 0
     assert not os.path.lexists(second.socket_path), "the socket file is left behind"
+
+
+# -- SB-I-41 a client that half-closes gets its answers -----------------------------------
+def slow(id, ms, session=None, **mock):
+    msg = {"jsonrpc": "2.0", "id": id, "method": "slow",
+           "params": {"mock": {"delay_ms": ms, **mock}}}
+    if session is not None:
+        msg["sessionId"] = session
+    return msg
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-41", "SB-7.2-1")
+def test_half_closed_client_gets_its_answers_then_is_closed(bus):
+    bus.start(instances=1)
+    a = bus.client()
+    a.request(session="s")
+    a.send_json(slow("late-1", 300, "s", notify=1))
+    a.send_json(slow("late-2", 400))
+    bus.worker_log().wait_received(b'"id":"late-2"')
+    a.close_write()  # as `nc -N` does after its last request
+    assert a.recv_response("late-1")["sessionId"] == "s"
+    assert a.recv_response("late-2")["id"] == "late-2"
+    rest = a.expect_closed()  # nothing more is owed: the daemon closes
+    assert not any(b'"id"' in line for line in rest), f"unexpected after the answers: {rest}"
+    # closed as in 7.2: its session is free for another client now
+    b = bus.client()
+    assert b.request(session="s", params={"mock": {"notify": 1}})["sessionId"] == "s"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-41")
+def test_half_closed_client_with_nothing_pending_is_closed_at_once(bus):
+    bus.start(instances=1)
+    a = bus.client()
+    a.request(session="s")
+    a.close_write()
+    assert a.expect_closed() == []
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-41")
+def test_half_closed_client_waits_at_most_drain_timeout(bus):
+    bus.start({"limits": {"drain_timeout_sec": 1}}, instances=1)
+    a = bus.client()
+    a.send_json(slow("never", 0, no_reply=True))
+    bus.worker_log().wait_received(b'"id":"never"')
+    a.close_write()
+    a.expect_closed(timeout=5)  # after drain_timeout_sec, not never
+    assert bus.client().request()["id"]  # and the daemon serves on
+
+
+@pytest.mark.modes("unix")  # in TCP a close after a half-close shows only when a write fails
+@pytest.mark.clause("SB-I-41", "SB-7.2-1")
+def test_half_closed_client_that_hangs_up_is_gone_at_once(bus):
+    bus.start({"limits": {"drain_timeout_sec": 30}}, instances=1)
+    a = bus.client()
+    a.request(session="s")
+    a.send_json(slow("never", 0, "s", no_reply=True))
+    bus.worker_log().wait_received(b'"id":"never"')
+    a.close_write()
+    a.close()
+    # Its session is freed long before drain_timeout_sec: another client
+    # can take it (until then its messages are discarded, SB-I-4).
+    b = bus.client()
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            assert b.request(session="s", timeout=0.3)["sessionId"] == "s"
+            break
+        except DaemonTimeout:
+            assert time.monotonic() < deadline, "the session of a client that hung up was kept"
