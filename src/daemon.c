@@ -208,6 +208,10 @@ static void output_failed(sb_daemon *d, sb_peer *p, int rc) {
 
 #define SB_IDLE_SWEEP_MS 1000
 
+/* A worker's stdout at EOF: how long its exit may take to be seen before
+ * it counts as a worker that closed its stdout (SB-I-46). */
+#define SB_STDOUT_LOST_GRACE_MS 1000
+
 /* Queues one line for p. `from` is the input it came from, paused when p's
  * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
  * or interleaved (SB-I-26): each is appended whole behind the last. */
@@ -571,10 +575,17 @@ static void close_ended_clients(sb_daemon *d) {
 static void on_input_eof(sb_daemon *d, sb_peer *p) {
     p->in_eof = true;
     if (p->kind == SB_PEER_WORKER) {
-        /* The process exit (SIGCHLD) does the cleanup. */
+        /* Almost always the worker is exiting and its exit (SIGCHLD) does
+         * the cleanup. Until then it answers nothing more: no new session
+         * or sessionless message goes to it, and if it is still running a
+         * moment later it has closed its stdout (SB-I-46). */
+        sb_worker *w = (sb_worker *)p;
         sb_loop_del(&d->loop, p->in_fd);
         close(p->in_fd);
         p->in_fd = -1;
+        sb_router_set_running(&d->router, w->id, false);
+        if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING)
+            w->stdout_lost_ms = now_ms() + SB_STDOUT_LOST_GRACE_MS;
         return;
     }
     if (d->mode != SB_MODE_STDIO) {
@@ -909,6 +920,7 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
     w->pid = -1;
     w->kill_at_ms = 0;
     w->stdin_lost_ms = 0;
+    w->stdout_lost_ms = 0;
 
     if (d->phase >= SB_PHASE_DRAINING)
         return;
@@ -1168,6 +1180,11 @@ static void check_timers(sb_daemon *d, int64_t now) {
             if (w->pid > 0 && w->state == SB_WORKER_RUNNING)
                 worker_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
         }
+        if (w->stdout_lost_ms && now >= w->stdout_lost_ms) {
+            w->stdout_lost_ms = 0;
+            if (w->pid > 0 && w->state == SB_WORKER_RUNNING) /* SB-I-46 */
+                worker_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
+        }
         if (w->kill_at_ms && now >= w->kill_at_ms && w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
             sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
             sb_worker_signal(w, SIGKILL);
@@ -1204,6 +1221,8 @@ static int64_t next_deadline(const sb_daemon *d) {
             next = w->kill_at_ms;
         if (w->stdin_lost_ms && w->stdin_lost_ms < next)
             next = w->stdin_lost_ms;
+        if (w->stdout_lost_ms && w->stdout_lost_ms < next)
+            next = w->stdout_lost_ms;
     }
     if (d->full_outputs > 0) {
         int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;

@@ -43,6 +43,7 @@ typedef struct {
     int64_t restart_at_ms; /* 0 = no restart scheduled */
     int64_t kill_at_ms;    /* STOPPING: SIGKILL deadline; 0 = none */
     int64_t stdin_lost_ms; /* its stdin broke: fail it if still alive then */
+    int64_t stdout_lost_ms; /* its stdout ended: fail it if still alive then (SB-I-46) */
     bool given_up;         /* max_restarts reached (SB-7.1.3-3) */
     bool muted;            /* failed (5.3): its output is no longer routed */
     char env_id[48];

@@ -5,7 +5,10 @@ closes its stdout and keeps running (SB-I-46), requests left behind by
 clients that disconnected (SB-I-47)."""
 
 import os
+import re
 import signal
+import sys
+import textwrap
 import time
 
 import pytest
@@ -134,3 +137,76 @@ def test_half_closed_client_that_hangs_up_is_gone_at_once(bus):
             break
         except DaemonTimeout:
             assert time.monotonic() < deadline, "the session of a client that hung up was kept"
+
+
+# -- SB-I-46 a worker that closes its stdout and keeps running ---------------------------
+STDOUT_CLOSER = textwrap.dedent(r'''
+    import json, os, signal, sys, time
+    LOG = sys.argv[1]
+    def rec(kind, raw=b""):
+        with open(LOG, "ab") as f:
+            f.write(b"%d %d - %s %s\n" % (time.monotonic_ns(), os.getpid(), kind.encode(), raw))
+    def on_term(signo, frame):
+        rec("signal", b"TERM")
+        rec("exit", b"0")
+        os._exit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    rec("start", b"stdout-closer")
+    stdout_open = True
+    buf = b""
+    while True:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            while True:  # keeps running with its stdin closed too
+                signal.pause()
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            rec("in", line)
+            msg = json.loads(line)
+            if "id" not in msg or not stdout_open:
+                continue  # swallowed: nowhere to answer
+            out = {"jsonrpc": "2.0", "id": msg["id"], "result": {"pid": os.getpid()}}
+            if "sessionId" in msg:
+                out["sessionId"] = msg["sessionId"]
+            os.write(1, json.dumps(out).encode() + b"\n")
+            if msg.get("method") == "close-stdout":
+                os.close(1)
+                stdout_open = False
+''')
+
+
+def error_lines(d, *names):
+    rx = re.compile(r"\bERROR\b")  # SB-I-34
+    return [line for line in d.stderr_lines()
+            if rx.search(line) and any(str(n) in line for n in names)]
+
+
+@pytest.mark.modes("stdio")  # what the worker does involves no client transport
+@pytest.mark.clause("SB-I-46")
+def test_worker_that_closes_its_stdout_is_failed_and_restarted(bus):
+    script = bus.workdir / "stdout_closer.py"
+    script.write_text(STDOUT_CLOSER)
+    d = bus.start(pools=[{"id": "closer", "command": sys.executable,
+                          "args": [str(script), str(bus.workdir / "closer.log")], "instances": 1}],
+                  wait_workers=False)
+    log = bus.worker_log("closer")
+    first = log.wait_for(lambda r: r.kind == "start", 5, "'start' of the script worker")
+    c = bus.client()
+    assert c.request(session="s")["result"]["pid"] == first.pid
+    assert c.request("close-stdout", session="s")["result"]["pid"] == first.pid
+    # It can no longer answer anything: the daemon must not leave it RUNNING.
+    deadline = time.monotonic() + 8
+    while not error_lines(d, first.pid, "closer"):
+        assert time.monotonic() < deadline, "no error logged for a worker that closed its stdout"
+        time.sleep(0.01)  # poll interval: the log has no change notification
+    log.wait_for(lambda r: r.kind == "signal" and r.pid == first.pid, 5, "SIGTERM to that worker")
+    second = log.wait_for(lambda r: r.kind == "start" and r.pid != first.pid, 8, "the worker restarted")
+    # its sessions were invalidated: "s" starts again on the new worker
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            assert c.request(session="s", timeout=0.5)["result"]["pid"] == second.pid
+            break
+        except DaemonTimeout:  # sent before the new worker was RUNNING: discarded (SB-I-12)
+            assert time.monotonic() < deadline, "the restarted worker never answered"
