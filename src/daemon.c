@@ -53,6 +53,8 @@ typedef struct {
     sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
     int ending_count;
     int full_outputs; /* peers whose output is over its cap */
+    int orphans;      /* pending requests of clients that have left (SB-I-23, SB-I-47) */
+    bool pending_full; /* the pending table is full, and it was said */
 
     int listen_fd;
     int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
@@ -336,6 +338,8 @@ static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size
         worker_fail(d, w, SB_MUTE_OUTPUT, "malformed output (%s)", sb_router_why(r.why));
         return;
     case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
+        if (r.why == SB_WHY_CLIENT_GONE)
+            d->orphans--; /* its entry is gone with the answer */
         format_tokens(&r.fields, tokens, sizeof tokens);
         sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
         return;
@@ -489,6 +493,7 @@ static void client_close(sb_daemon *d, sb_peer *c) {
      * not a newcomer reusing the id (SB-I-23). */
     int pending = sb_pending_orphan_sender(&d->router.requests, c->index,
                                            log_client_request_dropped, c);
+    d->orphans += pending;
     sb_pending_drop_receiver(&d->router.upstream, c->index, NULL, NULL);
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
@@ -850,8 +855,10 @@ typedef struct {
 
 static void discard_orphan(void *ctx, const sb_request *r) {
     orphan_ctx *oc = ctx;
-    if (r->sender < 0)
-        return; /* its client left already */
+    if (r->sender < 0) {
+        oc->d->orphans--; /* its client left already */
+        return;
+    }
     sb_peer *c = &oc->d->clients[r->sender];
     /* SB-7.1.2-4 */
     sb_warn(oc->w->peer.name, "pending request id=%.*s from %s discarded: worker exited",
@@ -1153,8 +1160,25 @@ static void sweep_idle(sb_daemon *d, int64_t now) {
     d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
 }
 
+/* SB-I-47: requests of departed clients may fill the pending table until
+ * their worker answers or exits. Say once per episode how much of it they
+ * hold, so that the worker to restart can be found. */
+static void check_pending_full(sb_daemon *d) {
+    const sb_pending *t = &d->router.requests;
+    if (t->count < t->capacity) {
+        d->pending_full = false;
+        return;
+    }
+    if (d->pending_full)
+        return;
+    d->pending_full = true;
+    sb_warn(NULL, "pending request table full (%d entries, %d of them for clients that have left): "
+            "new requests are discarded until workers answer or exit", t->capacity, d->orphans);
+}
+
 static void check_timers(sb_daemon *d, int64_t now) {
     sweep_idle(d, now);
+    check_pending_full(d);
     if (d->accept_resume_ms && now >= d->accept_resume_ms) {
         d->accept_resume_ms = 0;
         if (d->listen_fd >= 0)

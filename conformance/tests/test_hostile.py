@@ -4,6 +4,7 @@ took over (SB-I-22), a client that half-closes (SB-I-41), a worker that
 closes its stdout and keeps running (SB-I-46), requests left behind by
 clients that disconnected (SB-I-47)."""
 
+import json
 import os
 import re
 import signal
@@ -210,3 +211,95 @@ def test_worker_that_closes_its_stdout_is_failed_and_restarted(bus):
             break
         except DaemonTimeout:  # sent before the new worker was RUNNING: discarded (SB-I-12)
             assert time.monotonic() < deadline, "the restarted worker never answered"
+
+
+# -- SB-I-47 requests left behind by a client that disconnected ---------------------------
+MAX_PENDING = 4096
+POLL = 0.005
+
+
+def _links(pid):
+    return {v for v in procinfo.fds(pid).values() if v.startswith("socket:")}
+
+
+def _leave(bus, client_factory):
+    """A client that is served once, then closes; returns once the daemon
+    has closed its side (its fd is gone from /proc/<daemon>/fd)."""
+    d = bus.daemon
+    before = _links(d.pid)
+    c = client_factory()
+    c.sync()
+    deadline = time.monotonic() + 5
+    while len(_links(d.pid) - before) != 1:
+        assert time.monotonic() < deadline, "no new socket in the daemon's /proc/<pid>/fd"
+        time.sleep(POLL)
+    link = next(iter(_links(d.pid) - before))
+    return c, link
+
+
+def _wait_gone(d, link):
+    deadline = time.monotonic() + 5
+    while link in set(procinfo.fds(d.pid).values()):
+        assert time.monotonic() < deadline, "the daemon kept the departed client's fd"
+        time.sleep(POLL)
+
+
+def _orphans_fill_the_table(bus):
+    """A client fills the pending table with requests the worker does not
+    answer, then disconnects. Returns another client."""
+    d = bus.daemon
+    a, link = _leave(bus, bus.client)
+    a.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"pend-{i}", "method": "test/p",
+                                "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
+                    for i in range(MAX_PENDING)))
+    bus.worker_log().wait_count(lambda r: r.kind == "in" and b'"pend-' in r.raw, MAX_PENDING, 10,
+                                f"requests received by the worker ({MAX_PENDING} sent)")
+    a.close()
+    _wait_gone(d, link)
+    return bus.client()
+
+
+def _not_forwarded(bus, c, req_id):
+    """Sends a request and proves it never reached the worker: a
+    notification sent after it arrives, the request does not."""
+    log = bus.worker_log()
+    c.send_json({"jsonrpc": "2.0", "id": req_id, "method": "test/p"})
+    c.notify("test/marker", params={"after": f"marker-{req_id}"})
+    log.wait_received(f'"marker-{req_id}"'.encode())
+    return not any(f'"{req_id}"'.encode() in x for x in log.received())
+
+
+def _served_again(c, deadline=5.0):
+    """Retries a request until the table has room again; returns its answer."""
+    end = time.monotonic() + deadline
+    while True:
+        try:
+            return c.request(timeout=0.5)
+        except DaemonTimeout:  # discarded while the table was still full (SB-I-18)
+            assert time.monotonic() < end, "the pending table never had room again"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-47", "SB-I-23")
+def test_requests_of_a_departed_client_count_until_the_worker_answers_them(bus):
+    bus.start(instances=1)
+    b = _orphans_fill_the_table(bus)
+    assert _not_forwarded(bus, b, "b-over"), \
+        "a request went through while the table was full of a departed client's requests"
+    # the worker answers them now: the answers reach no one, and the table has room again
+    emit = "".join(json.dumps({"jsonrpc": "2.0", "id": f"pend-{i}", "result": "late"}) + "\n"
+                   for i in range(MAX_PENDING))
+    b.notify("test/answer", params={"mock": {"emit": emit}})
+    assert _served_again(b)["result"]["method"] == "echo"
+    late = [x for x in b.received + b.pending_lines() if b'"late"' in x]
+    assert late == [], f"answers for the departed client reached another one: {late[:3]}"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-47", "SB-I-8")
+def test_requests_of_a_departed_client_count_until_the_worker_exits(bus):
+    bus.start({"limits": {"restart_backoff_ms": 10}}, instances=1)
+    b = _orphans_fill_the_table(bus)
+    assert _not_forwarded(bus, b, "b-over")
+    b.notify("test/exit", params={"mock": {"exit": 0}})  # notifications need no table entry
+    assert _served_again(b, deadline=8)["result"]["method"] == "echo"

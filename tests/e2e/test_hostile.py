@@ -322,3 +322,32 @@ def test_worker_stderr_flood_is_held_to_a_budget(daemon_bin, write_config, tmp_p
         assert m and int(m.group(1)) > 200000, err[-2000:]
     finally:
         d.kill()
+
+
+# -- a pending table full of requests of departed clients (SB-I-47) -----------------------
+def test_a_full_pending_table_says_how_much_of_it_departed_clients_hold(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    from test_stdio_mode import read_worker_log
+    log = tmp_path / "w.log"
+    cfg = {"pools": [mock_pool(mock_bin, log, 1)]}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        a = d.connect()
+        a.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "hold",
+                                    "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
+                        for i in range(4000)))
+        deadline = time.monotonic() + 10 * SCALE
+        while sum(r[3] == "in" for r in read_worker_log(log)) < 4000:
+            assert time.monotonic() < deadline, "the worker did not receive the 4000 requests"
+            time.sleep(0.01)  # poll interval: the mock's log has no change notification
+        a.close()
+        d.wait_stderr("4000 pending request(s) discarded")
+        b = d.connect()
+        b.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "more",
+                                    "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
+                        for i in range(100)))
+        d.wait_stderr("pending request table full")
+        err = d.wait_stderr("4000 of them for clients that have left")
+        assert err.count("pending request table full (4096 entries") == 1, "once per episode"
+    finally:
+        d.kill()
