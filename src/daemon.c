@@ -59,12 +59,14 @@ typedef struct {
     int listen_fd;
     int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
     int64_t accept_resume_ms; /* listener resting after accept() failed; 0 = not */
+    int64_t rare_at_ms;       /* earliest of accept_resume_ms and ending_by_ms; 0 = none */
     bool accept_failing;      /* an episode of failed accept()s is going on */
     long accept_refused;      /* connections closed unserved in that episode */
     const char *unix_path;
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
     int signal_fd;
     int stderr_watch; /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
+    unsigned stderr_failed_at; /* sb_log_clears when stderr_watch became -1 */
     int stdin_flags, stdout_flags;
 
     sb_phase phase;
@@ -81,6 +83,13 @@ static int64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Deadlines that are rarely set share one check per loop turn. A stale,
+ * earlier value only costs a wake-up. */
+static void rare_at(sb_daemon *d, int64_t t) {
+    if (!d->rare_at_ms || t < d->rare_at_ms)
+        d->rare_at_ms = t;
 }
 
 /* ---- interest and lifecycle of peers --------------------------------- */
@@ -557,11 +566,11 @@ static void client_input_ended(sb_daemon *d, sb_peer *c) {
     sb_info(c->name, "end of input from the client: closing once its answers are delivered");
     c->ending_by_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
     d->ending[d->ending_count++] = c;
+    rare_at(d, c->ending_by_ms);
 }
 
 /* Closes the clients of client_input_ended that are owed nothing more. */
-static void close_ended_clients(sb_daemon *d) {
-    int64_t now = now_ms();
+static void close_ended_clients(sb_daemon *d, int64_t now) {
     for (int i = 0; i < d->ending_count; i++) {
         sb_peer *c = d->ending[i];
         if (c->doomed)
@@ -589,8 +598,10 @@ static void on_input_eof(sb_daemon *d, sb_peer *p) {
         close(p->in_fd);
         p->in_fd = -1;
         sb_router_set_running(&d->router, w->id, false);
-        if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING)
-            w->stdout_lost_ms = now_ms() + SB_STDOUT_LOST_GRACE_MS;
+        if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING && !w->lost_ms) {
+            w->lost_ms = now_ms() + SB_STDOUT_LOST_GRACE_MS;
+            w->lost_stdout = true;
+        }
         return;
     }
     if (d->mode != SB_MODE_STDIO) {
@@ -683,6 +694,7 @@ static void accept_failed(sb_daemon *d, int fd, int err) {
     }
     sb_loop_set(&d->loop, fd, 0);
     d->accept_resume_ms = now_ms() + SB_ACCEPT_BACKOFF_MS;
+    rare_at(d, d->accept_resume_ms);
 }
 
 static void accept_recovered(sb_daemon *d) {
@@ -844,7 +856,10 @@ static void worker_stdin_lost(sb_daemon *d, sb_worker *w) {
     release_waiters(d, p);
     sb_router_set_running(&d->router, w->id, false);
     if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING)
-        w->stdin_lost_ms = now_ms() + SB_STDIN_LOST_GRACE_MS;
+        if (!w->lost_ms) {
+            w->lost_ms = now_ms() + SB_STDIN_LOST_GRACE_MS;
+            w->lost_stdout = false;
+        }
     sb_debug(p->name, "its stdin pipe closed");
 }
 
@@ -926,8 +941,7 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
         sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
     w->pid = -1;
     w->kill_at_ms = 0;
-    w->stdin_lost_ms = 0;
-    w->stdout_lost_ms = 0;
+    w->lost_ms = 0;
 
     if (d->phase >= SB_PHASE_DRAINING)
         return;
@@ -1103,14 +1117,12 @@ static void on_stderr_event(void *data, int fd, short revents) {
         return; /* still full: wait again */
     sb_loop_del(&d->loop, fd);
     d->stderr_watch = rc < 0 ? -1 : 0;
+    d->stderr_failed_at = sb_log_clears;
 }
 
 static void tend_stderr(sb_daemon *d) {
-    if (!sb_log_backlog()) {
-        if (d->stderr_watch < 0)
-            d->stderr_watch = 0; /* a later line got through: watch again next time */
-        return;
-    }
+    if (d->stderr_watch < 0 && d->stderr_failed_at != sb_log_clears)
+        d->stderr_watch = 0; /* stderr took lines since it failed: watch it again */
     if (d->stderr_watch == 0 &&
         sb_loop_add(&d->loop, STDERR_FILENO, POLLOUT, on_stderr_event, d) == 0)
         d->stderr_watch = 1;
@@ -1127,8 +1139,6 @@ static void finish_round(sb_daemon *d) {
     }
     d->ready_count = 0;
     flush_dirty(d);
-    if (d->ending_count)
-        close_ended_clients(d);
     for (int i = 0; i < d->doomed_count; i++) {
         sb_peer *p = d->doomed[i];
         if (p->kind == SB_PEER_CLIENT)
@@ -1141,9 +1151,12 @@ static void finish_round(sb_daemon *d) {
  * back to the allocator, so an idle connection costs a few hundred bytes
  * (issue 7) while a busy one allocates nothing per message. The sweep
  * timer runs only while some client still holds buffers. */
+static void check_pending_full(sb_daemon *d);
+
 static void sweep_idle(sb_daemon *d, int64_t now) {
     if (!d->next_sweep_ms || now < d->next_sweep_ms)
         return;
+    check_pending_full(d); /* SB-I-47: while clients are active, once a sweep period */
     bool again = false;
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
         sb_peer *c = &d->clients[i];
@@ -1176,14 +1189,26 @@ static void check_pending_full(sb_daemon *d) {
             "new requests are discarded until workers answer or exit", t->capacity, d->orphans);
 }
 
-static void check_timers(sb_daemon *d, int64_t now) {
-    sweep_idle(d, now);
-    check_pending_full(d);
+static void check_rare(sb_daemon *d, int64_t now) {
+    d->rare_at_ms = 0;
     if (d->accept_resume_ms && now >= d->accept_resume_ms) {
         d->accept_resume_ms = 0;
         if (d->listen_fd >= 0)
             sb_loop_set(&d->loop, d->listen_fd, POLLIN);
     }
+    if (d->accept_resume_ms)
+        rare_at(d, d->accept_resume_ms);
+    for (int i = 0; i < d->ending_count; i++)
+        if (!d->ending[i]->doomed)
+            rare_at(d, d->ending[i]->ending_by_ms);
+}
+
+static void check_timers(sb_daemon *d, int64_t now) {
+    sweep_idle(d, now);
+    if (d->ending_count) /* answers routed last turn may have settled them */
+        close_ended_clients(d, now);
+    if (d->rare_at_ms && now >= d->rare_at_ms)
+        check_rare(d, now);
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
         if (w->restart_at_ms && now >= w->restart_at_ms && d->phase < SB_PHASE_DRAINING) {
@@ -1199,15 +1224,14 @@ static void check_timers(sb_daemon *d, int64_t now) {
                 }
             }
         }
-        if (w->stdin_lost_ms && now >= w->stdin_lost_ms) {
-            w->stdin_lost_ms = 0;
-            if (w->pid > 0 && w->state == SB_WORKER_RUNNING)
-                worker_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
-        }
-        if (w->stdout_lost_ms && now >= w->stdout_lost_ms) {
-            w->stdout_lost_ms = 0;
-            if (w->pid > 0 && w->state == SB_WORKER_RUNNING) /* SB-I-46 */
-                worker_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
+        if (w->lost_ms && now >= w->lost_ms) {
+            w->lost_ms = 0;
+            if (w->pid > 0 && w->state == SB_WORKER_RUNNING) { /* SB-I-39, SB-I-46 */
+                if (w->lost_stdout)
+                    worker_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
+                else
+                    worker_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
+            }
         }
         if (w->kill_at_ms && now >= w->kill_at_ms && w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
             sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
@@ -1243,10 +1267,8 @@ static int64_t next_deadline(const sb_daemon *d) {
             next = w->restart_at_ms;
         if (w->kill_at_ms && w->kill_at_ms < next)
             next = w->kill_at_ms;
-        if (w->stdin_lost_ms && w->stdin_lost_ms < next)
-            next = w->stdin_lost_ms;
-        if (w->stdout_lost_ms && w->stdout_lost_ms < next)
-            next = w->stdout_lost_ms;
+        if (w->lost_ms && w->lost_ms < next)
+            next = w->lost_ms;
     }
     if (d->full_outputs > 0) {
         int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
@@ -1264,11 +1286,8 @@ static int64_t next_deadline(const sb_daemon *d) {
         next = d->drain_deadline_ms;
     if (d->next_sweep_ms && d->next_sweep_ms < next)
         next = d->next_sweep_ms;
-    if (d->accept_resume_ms && d->accept_resume_ms < next)
-        next = d->accept_resume_ms;
-    for (int i = 0; i < d->ending_count; i++)
-        if (d->ending[i]->ending_by_ms < next)
-            next = d->ending[i]->ending_by_ms;
+    if (d->rare_at_ms && d->rare_at_ms < next)
+        next = d->rare_at_ms;
     return next;
 }
 
@@ -1453,7 +1472,8 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         check_phase(&d, now);
         if (d.phase == SB_PHASE_DONE)
             break;
-        tend_stderr(&d);
+        if (sb_log_backlog())
+            tend_stderr(&d);
         int64_t deadline = next_deadline(&d);
         int timeout = -1; /* nothing scheduled: sleep until an fd or a signal wakes us */
         if (deadline != INT64_MAX) {

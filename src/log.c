@@ -31,6 +31,8 @@ static long dropped;                /* lines lost since stderr last took one */
 static char tail[SB_LOG_LINE_MAX];  /* the unwritten end of a line cut short */
 static size_t tail_len;
 static int stderr_kind = -1;        /* -1 unknown, 0 not a socket, 1 socket */
+int sb_log_owing;                   /* dropped || tail_len */
+unsigned sb_log_clears;
 
 void sb_log_set_level(sb_log_level level) { log_threshold = level; }
 
@@ -92,6 +94,7 @@ static int write_line(const char *line, size_t len) {
     if ((size_t)n < len) {
         tail_len = len - (size_t)n;
         memcpy(tail, line + n, tail_len);
+        sb_log_owing = 1;
     }
     return 0;
 }
@@ -119,10 +122,12 @@ static int catch_up(void) {
         if (tail_len)
             return 0;
     }
+    if (sb_log_owing) {
+        sb_log_owing = 0;
+        sb_log_clears++;
+    }
     return 1;
 }
-
-int sb_log_backlog(void) { return dropped > 0 || tail_len > 0; }
 
 int sb_log_flush(void) {
     if (!sb_log_backlog())
@@ -161,5 +166,6 @@ void sb_log(sb_log_level level, const char *ctx, const char *fmt, ...) {
         return;
     }
     dropped++;
+    sb_log_owing = 1;
     errno = saved_errno;
 }

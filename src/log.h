@@ -22,7 +22,9 @@ void sb_log(sb_log_level level, const char *ctx, const char *fmt, ...)
  * sb_log_flush, which writes the count ("N log line(s) dropped") when it
  * can. sb_log_flush returns 1 when all is told, 0 when stderr is still
  * full, STDIO_BUS_ERR when writing to it fails (waiting would not help). */
-int sb_log_backlog(void);
+extern int sb_log_owing;        /* read through sb_log_backlog: checked every loop turn */
+extern unsigned sb_log_clears;  /* how many times a backlog was cleared */
+static inline int sb_log_backlog(void) { return sb_log_owing; }
 int sb_log_flush(void);
 
 #define sb_debug(ctx, ...) do { if (sb_log_enabled(SB_LOG_DEBUG)) sb_log(SB_LOG_DEBUG, ctx, __VA_ARGS__); } while (0)

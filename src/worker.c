@@ -78,8 +78,7 @@ int sb_worker_start(sb_worker *w) {
     w->peer.blocked_on = NULL;
     w->peer.full_since_ms = 0;
     w->kill_at_ms = 0;
-    w->stdin_lost_ms = 0;
-    w->stdout_lost_ms = 0;
+    w->lost_ms = 0;
     w->muted = false;
     w->state = SB_WORKER_RUNNING; /* exec succeeded */
     sb_worker_name(w);
