@@ -98,22 +98,26 @@ def test_out_of_fds_new_connections_are_closed_and_the_loop_sleeps(
         d.wait_stderr("disconnected", count=3)
         again = d.connect()
         assert served_or_closed(again, "again")
-        d.wait_stderr(f"{refused} connection(s) closed unserved")
+        err = d.wait_stderr("connection(s) closed unserved")
+        counted = int(re.search(r"(\d+) connection\(s\) closed unserved", err).group(1))
+        # Under valgrind an accept() beyond its own descriptor limit is closed
+        # by valgrind and reported as EMFILE: the first of the episode is lost.
+        assert counted == refused or (WRAPPER and counted == refused - 1), (counted, refused)
         assert d.stop() == 0
     finally:
         d.kill()
 
 
+@pytest.mark.skipif(bool(WRAPPER), reason="valgrind keeps RLIMIT_NOFILE to itself")
 def test_fd_limit_is_raised_to_what_the_clients_and_workers_need(
         daemon_bin, mock_bin, write_config, tmp_path):
     cfg = {"pools": [mock_pool(mock_bin, tmp_path / "w.log", 3)]}
     d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix", nofile=(64, 4096))
     try:
         d.connect().close()
-        if not WRAPPER:  # valgrind keeps the limit to itself
-            limits = open(f"/proc/{d.pid}/limits").read()
-            soft = int(re.search(r"Max open files\s+(\d+)", limits).group(1))
-            assert 1024 + 3 * 3 <= soft < 4096, limits
+        limits = open(f"/proc/{d.pid}/limits").read()
+        soft = int(re.search(r"Max open files\s+(\d+)", limits).group(1))
+        assert 1024 + 3 * 3 <= soft < 4096, limits
         assert "RLIMIT_NOFILE" not in d.stderr()
     finally:
         d.kill()
