@@ -24,7 +24,9 @@ static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
  * line (< PIPE_BUF) then goes whole; a socket is sent to with MSG_DONTWAIT.
  * What does not fit is dropped and counted, and the count is written once
  * stderr takes lines again. A line written only in part (a socket can
- * take part of one) is finished before anything else. */
+ * take part of one) is finished before anything else. A regular file
+ * always takes lines; a terminal says it is writable with little room
+ * left, so one stopped with Ctrl-S may still block a line: accepted. */
 #define SB_LOG_LINE_MAX 2048
 
 static long dropped;                /* lines lost since stderr last took one */
