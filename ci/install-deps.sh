@@ -8,6 +8,7 @@ packages=(
   libcjson-dev libcriterion-dev
   python3 python3-pytest python3-pytest-xdist python3-pytest-timeout python3-hypothesis
   valgrind clang afl++
+  strace  # tests/e2e/test_hostile.py: which pids the daemon signals (skipped without it)
 )
 
 missing=()
