@@ -1098,9 +1098,9 @@ static void on_signal_event(void *data, int fd, short revents) {
     while ((sig = sb_signals_next()) > 0) {
         if (sig == SIGCHLD)
             child = true;
-        else if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) /* SB-3.1-6, SB-I-45 */
+        else if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) /* SB-3.1-6, SB-I-48 */
             begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGQUIT");
-        else /* SB-I-45: SIGHUP, SIGUSR1, SIGUSR2 */
+        else /* SB-I-48: SIGHUP, SIGUSR1, SIGUSR2 */
             sb_info(NULL, "%s received: ignored (nothing to reload)",
                     sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
     }

@@ -10,7 +10,7 @@
 static int pipe_fds[2] = {-1, -1};
 
 /* Every signal whose default action would end the daemon without its
- * shutdown sequence (SB-3.1-6, SB-I-45), and SIGCHLD. */
+ * shutdown sequence (SB-3.1-6, SB-I-48), and SIGCHLD. */
 static const int handled[] = {SIGCHLD, SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2};
 
 static void on_signal(int signo) {

@@ -1,5 +1,5 @@
 """What the daemon does with hostile or unusual peers and signals (issue 14):
-signals other than SIGTERM/SIGINT (SB-I-45), a socket path another daemon
+signals other than SIGTERM/SIGINT (SB-I-48), a socket path another daemon
 took over (SB-I-22), a client that half-closes (SB-I-41), a worker that
 closes its stdout and keeps running (SB-I-46), requests left behind by
 clients that disconnected (SB-I-47)."""
@@ -17,8 +17,8 @@ import pytest
 from stdio_bus_conformance import DaemonTimeout, procinfo
 
 
-# -- SB-I-45 signals that do not stop the daemon, and SIGQUIT -----------------------------
-@pytest.mark.clause("SB-I-45")
+# -- SB-I-48 signals that do not stop the daemon, and SIGQUIT -----------------------------
+@pytest.mark.clause("SB-I-48")
 @pytest.mark.parametrize("signo", [signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2],
                          ids=["SIGHUP", "SIGUSR1", "SIGUSR2"])
 def test_hup_and_usr_signals_change_nothing(bus, signo):
@@ -35,7 +35,7 @@ def test_hup_and_usr_signals_change_nothing(bus, signo):
     assert bus.worker_log().select("signal") == [], "a worker was signalled"
 
 
-@pytest.mark.clause("SB-I-45", "SB-10.2-2", "SB-10.2-6")
+@pytest.mark.clause("SB-I-48", "SB-10.2-2", "SB-10.2-6")
 def test_sigquit_is_a_graceful_shutdown(bus):
     d = bus.start(pools=[bus.pool("p", 2, args=["--on-eof", "stay"])])
     bus.client().request()
