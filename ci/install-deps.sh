@@ -9,6 +9,7 @@ packages=(
   python3 python3-pytest python3-pytest-xdist python3-pytest-timeout python3-hypothesis
   python3-yaml git
   valgrind clang afl++
+  strace  # tests/e2e/test_hostile.py: which pids the daemon signals (skipped without it)
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #include "daemon.h"
 #include "bus_limits.h"
+#include "fdlimit.h"
 #include "log.h"
 #include "loop.h"
 #include "net.h"
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,11 +52,23 @@ typedef struct {
     int dirty_count;
     sb_peer **held; /* clients whose next line waits for its id to be free (SB-I-45) */
     int held_count;
+    sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
+    int ending_count;
     int full_outputs; /* peers whose output is over its cap */
+    int orphans;      /* pending requests of clients that have left (SB-I-23, SB-I-47) */
+    bool pending_full; /* the pending table is full, and it was said */
 
     int listen_fd;
+    int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
+    int64_t accept_resume_ms; /* listener resting after accept() failed; 0 = not */
+    int64_t rare_at_ms;       /* earliest of accept_resume_ms and ending_by_ms; 0 = none */
+    bool accept_failing;      /* an episode of failed accept()s is going on */
+    long accept_refused;      /* connections closed unserved in that episode */
     const char *unix_path;
+    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
     int signal_fd;
+    int stderr_watch; /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
+    unsigned stderr_failed_at; /* sb_log_clears when stderr_watch became -1 */
     int stdin_flags, stdout_flags;
 
     sb_phase phase;
@@ -75,6 +87,13 @@ static int64_t now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Deadlines that are rarely set share one check per loop turn. A stale,
+ * earlier value only costs a wake-up. */
+static void rare_at(sb_daemon *d, int64_t t) {
+    if (!d->rare_at_ms || t < d->rare_at_ms)
+        d->rare_at_ms = t;
+}
+
 /* ---- interest and lifecycle of peers --------------------------------- */
 
 static bool may_read(const sb_daemon *d, const sb_peer *p) {
@@ -91,14 +110,14 @@ static void on_worker_event(void *data, int fd, short revents);
 
 static void update_interest(sb_daemon *d, sb_peer *p) {
     short in_events = may_read(d, p) ? POLLIN : 0;
+    short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
     if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
         p->in_parked = false;
-        if (sb_loop_add(&d->loop, p->in_fd, POLLIN,
+        if (sb_loop_add(&d->loop, p->in_fd, p->in_fd == p->out_fd ? in_events | out_events : in_events,
                         p->kind == SB_PEER_CLIENT ? on_client_event : on_worker_event, p) < 0)
             p->in_parked = true;
         return;
     }
-    short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
     if (p->in_fd >= 0 && p->in_fd == p->out_fd) {
         sb_loop_set(&d->loop, p->in_fd, in_events | out_events);
         return;
@@ -110,10 +129,11 @@ static void update_interest(sb_daemon *d, sb_peer *p) {
 }
 
 /* A paused input that hangs up would wake poll() forever (POLLHUP cannot
- * be masked): take it off the loop until it is resumed. Returns true when
- * the event was absorbed that way. */
+ * be masked): take it off the loop until it is resumed; what it still
+ * holds is read then. Returns true when the input is paused (the event is
+ * absorbed: nothing may be read now). */
 static bool park_if_paused(sb_daemon *d, sb_peer *p, int fd, short revents) {
-    if (!p->blocked_on || fd != p->in_fd || p->in_fd == p->out_fd)
+    if (!p->blocked_on || fd != p->in_fd)
         return false;
     if (revents & (POLLHUP | POLLERR)) {
         sb_loop_del(&d->loop, fd);
@@ -231,6 +251,10 @@ static void output_failed(sb_daemon *d, sb_peer *p, int rc) {
 #define SB_DIRECT_WRITE_MIN 16384
 
 #define SB_IDLE_SWEEP_MS 1000
+
+/* A worker's stdout at EOF: how long its exit may take to be seen before
+ * it counts as a worker that closed its stdout (SB-I-46). */
+#define SB_STDOUT_LOST_GRACE_MS 1000
 
 /* Queues one line for p. `from` is the input it came from, paused when p's
  * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
@@ -365,6 +389,8 @@ static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size
         worker_fail(d, w, SB_MUTE_OUTPUT, "malformed output (%s)", sb_router_why(r.why));
         return;
     case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
+        if (r.why == SB_WHY_CLIENT_GONE)
+            d->orphans--; /* its entry is gone with the answer */
         format_tokens(&r.fields, tokens, sizeof tokens);
         sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
         if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
@@ -529,12 +555,21 @@ static void client_close(sb_daemon *d, sb_peer *c) {
      * not a newcomer reusing the id (SB-I-23). */
     int pending = sb_pending_orphan_sender(&d->router.requests, c->index,
                                            log_client_request_dropped, c);
+    d->orphans += pending;
     sb_pending_drop_receiver(&d->router.upstream, c->index, NULL, NULL);
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
     if (c->full_since_ms) {
         c->full_since_ms = 0;
         d->full_outputs--;
+    }
+    if (c->ending_by_ms) {
+        for (int i = 0; i < d->ending_count; i++)
+            if (d->ending[i] == c) {
+                d->ending[i] = d->ending[--d->ending_count];
+                break;
+            }
+        c->ending_by_ms = 0;
     }
     release_waiters(d, c);
     if (c->held_since_ms)
@@ -562,22 +597,72 @@ static void client_close(sb_daemon *d, sb_peer *c) {
     }
 }
 
+/* Requests of c in flight: pending on a worker, or its next line held
+ * back until its id is free (SB-I-45). */
 static bool client_has_pending(const sb_daemon *d, const sb_peer *c) {
-    return d->router.requests.send_head[c->index] >= 0;
+    return d->router.requests.send_head[c->index] >= 0 || c->held_since_ms;
+}
+
+static bool client_settled(const sb_daemon *d, const sb_peer *c) {
+    return !client_has_pending(d, c) && sb_outq_len(&c->out) == 0;
+}
+
+/* SB-I-41: a socket client's input ended: a half-close (`nc -N`), or a
+ * close that looks the same until a write fails. It sends nothing more
+ * but may still read: it gets the answers to its requests, then the
+ * connection is closed as in 7.2, at the latest after drain_timeout_sec. */
+static void client_input_ended(sb_daemon *d, sb_peer *c) {
+    if (c->ending_by_ms)
+        return;
+    update_interest(d, c); /* stop reading: EOF would wake poll() for ever */
+    if (client_settled(d, c)) {
+        sb_info(c->name, "connection closed by the client");
+        doom(d, c);
+        return;
+    }
+    sb_info(c->name, "end of input from the client: closing once its answers are delivered");
+    c->ending_by_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    d->ending[d->ending_count++] = c;
+    rare_at(d, c->ending_by_ms);
+}
+
+/* Closes the clients of client_input_ended that are owed nothing more. */
+static void close_ended_clients(sb_daemon *d, int64_t now) {
+    for (int i = 0; i < d->ending_count; i++) {
+        sb_peer *c = d->ending[i];
+        if (c->doomed)
+            continue;
+        if (client_settled(d, c)) {
+            sb_info(c->name, "answers delivered: closing the connection");
+            doom(d, c);
+        } else if (now >= c->ending_by_ms) {
+            sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+                    d->limits->drain_timeout_sec);
+            doom(d, c);
+        }
+    }
 }
 
 static void on_input_eof(sb_daemon *d, sb_peer *p) {
     p->in_eof = true;
     if (p->kind == SB_PEER_WORKER) {
-        /* The process exit (SIGCHLD) does the cleanup. */
+        /* Almost always the worker is exiting and its exit (SIGCHLD) does
+         * the cleanup. Until then it answers nothing more: no new session
+         * or sessionless message goes to it, and if it is still running a
+         * moment later it has closed its stdout (SB-I-46). */
+        sb_worker *w = (sb_worker *)p;
         sb_loop_del(&d->loop, p->in_fd);
         close(p->in_fd);
         p->in_fd = -1;
+        sb_router_set_running(&d->router, w->id, false);
+        if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING && !w->lost_ms) {
+            w->lost_ms = now_ms() + SB_STDOUT_LOST_GRACE_MS;
+            w->lost_stdout = true;
+        }
         return;
     }
     if (d->mode != SB_MODE_STDIO) {
-        sb_info(p->name, "connection closed by the client");
-        doom(d, p);
+        client_input_ended(d, p);
         return;
     }
     /* SB-I-5: stdin EOF. Deliver what is in flight, then shut down. */
@@ -609,6 +694,20 @@ static void on_client_event(void *data, int fd, short revents) {
             set_full(d, c, false);
         update_interest(d, c);
     }
+    if (c->in_eof && fd == c->in_fd && (revents & (POLLHUP | POLLERR))) {
+        /* SB-I-41: after a half-close, the peer is now gone both ways */
+        sb_info(c->name, "connection closed by the client");
+        doom(d, c);
+        return;
+    }
+    if (c->blocked_on && fd == c->in_fd && c->in_fd == c->out_fd &&
+        (revents & (POLLHUP | POLLERR)) && !sb_net_has_data(fd)) {
+        /* Hung up while paused, nothing left unread: gone (7.2). Lines taken
+         * before the pause go with it, like a partial line (SB-I-25). */
+        sb_info(c->name, "connection closed by the client while its input was paused");
+        doom(d, c);
+        return;
+    }
     if (park_if_paused(d, c, fd, revents))
         return;
     if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR)))
@@ -619,6 +718,48 @@ static void on_client_event(void *data, int fd, short revents) {
     }
 }
 
+/* accept() failed and the connection stays queued, so the listening
+ * socket stays readable: polling it again at once would spin. Out of
+ * descriptors, the spare one makes room to accept and close what is queued
+ * (the client sees its connection closed, as beyond MAX_CONNECTIONS,
+ * SB-I-18); then the listener rests a moment, for descriptors to free up.
+ * One warning per episode; the count comes when accept() works again. */
+#define SB_ACCEPT_BACKOFF_MS 100
+#define SB_ACCEPT_SHED_MAX 64
+
+static void accept_failed(sb_daemon *d, int fd, int err) {
+    bool no_fds = err == EMFILE || err == ENFILE;
+    if (!d->accept_failing) {
+        d->accept_failing = true;
+        d->accept_refused = 0;
+        if (no_fds)
+            sb_warn(NULL, "accept failed: %s: out of file descriptors, new connections are "
+                    "closed at once until some free up", strerror(err));
+        else
+            sb_warn(NULL, "accept failed: %s: new connections wait", strerror(err));
+    }
+    if (no_fds && d->spare_fd >= 0) {
+        close(d->spare_fd);
+        for (int i = 0; i < SB_ACCEPT_SHED_MAX; i++) {
+            int cfd = sb_net_accept(fd);
+            if (cfd < 0)
+                break;
+            close(cfd);
+            d->accept_refused++;
+        }
+        d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    sb_loop_set(&d->loop, fd, 0);
+    d->accept_resume_ms = now_ms() + SB_ACCEPT_BACKOFF_MS;
+    rare_at(d, d->accept_resume_ms);
+}
+
+static void accept_recovered(sb_daemon *d) {
+    d->accept_failing = false;
+    sb_info(NULL, "accepting connections again; %ld connection(s) closed unserved meanwhile",
+            d->accept_refused);
+}
+
 static void on_listen_event(void *data, int fd, short revents) {
     sb_daemon *d = data;
     (void)revents;
@@ -627,9 +768,11 @@ static void on_listen_event(void *data, int fd, short revents) {
         if (cfd == STDIO_BUS_EAGAIN)
             return;
         if (cfd < 0) {
-            sb_warn(NULL, "accept failed: %s", strerror(errno));
+            accept_failed(d, fd, errno);
             return;
         }
+        if (d->accept_failing)
+            accept_recovered(d);
         if (d->client_count >= STDIO_BUS_MAX_CONNECTIONS) { /* SB-I-18 */
             sb_warn(NULL, "connection fd=%d refused: MAX_CONNECTIONS (%d) clients connected", cfd,
                     STDIO_BUS_MAX_CONNECTIONS);
@@ -729,7 +872,8 @@ static void worker_fail(sb_daemon *d, sb_worker *w, sb_fail_output output, const
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    sb_error(w->peer.name, "%s: terminating the worker", reason);
+    sb_error(w->peer.name, "%s: %s", reason,
+             w->reaped ? "the worker has exited already" : "terminating the worker");
     w->muted = output == SB_MUTE_OUTPUT;
     sb_router_set_running(&d->router, w->id, false);
     invalidate_sessions(d, w);
@@ -773,7 +917,10 @@ static void worker_stdin_lost(sb_daemon *d, sb_worker *w) {
     release_waiters(d, p);
     sb_router_set_running(&d->router, w->id, false);
     if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING)
-        w->stdin_lost_ms = now_ms() + SB_STDIN_LOST_GRACE_MS;
+        if (!w->lost_ms) {
+            w->lost_ms = now_ms() + SB_STDIN_LOST_GRACE_MS;
+            w->lost_stdout = false;
+        }
     sb_debug(p->name, "its stdin pipe closed");
 }
 
@@ -784,8 +931,10 @@ typedef struct {
 
 static void discard_orphan(void *ctx, const sb_request *r) {
     orphan_ctx *oc = ctx;
-    if (r->sender < 0)
-        return; /* its client left already */
+    if (r->sender < 0) {
+        oc->d->orphans--; /* its client left already */
+        return;
+    }
     sb_peer *c = &oc->d->clients[r->sender];
     /* SB-7.1.2-4 */
     sb_warn(oc->w->peer.name, "pending request id=%.*s from %s discarded: worker exited",
@@ -793,12 +942,40 @@ static void discard_orphan(void *ctx, const sb_request *r) {
     send_error_reply(oc->d, c, r->id, r->id_len, r->session, r->session_len, "worker exited");
 }
 
-static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
-    /* Responses the worker wrote before exiting are still in the pipe:
-     * route them before the cleanup discards what they answer. */
-    while (!w->muted && w->peer.in_fd >= 0 && !w->peer.blocked_on &&
-           read_input(d, &w->peer) == STDIO_BUS_OK) {
+/* SB-I-40: responses the worker wrote before exiting are still in the
+ * pipe: route them before the cleanup discards what they answer. Orphans
+ * of the worker may go on writing into that pipe forever, so what is
+ * read is what the pipe holds now, and no more. */
+static void drain_at_exit(sb_daemon *d, sb_worker *w) {
+    sb_peer *p = &w->peer;
+    if (p->in_fd < 0)
+        return;
+    size_t left = sb_worker_pipe_pending(p->in_fd);
+    while (left > 0 && !w->muted && !p->blocked_on && !p->doomed) {
+        size_t avail;
+        char *space = sb_frame_space(&p->in, &avail);
+        if (!space) {
+            if (errno != ENOMEM)
+                input_overflow(d, p);
+            return;
+        }
+        ssize_t got;
+        do
+            got = read(p->in_fd, space, avail < left ? avail : left);
+        while (got < 0 && errno == EINTR);
+        if (got <= 0)
+            return;
+        sb_frame_commit(&p->in, (size_t)got);
+        left -= (size_t)got;
+        if (process_lines(d, p) == STDIO_BUS_EFULL) {
+            input_overflow(d, p);
+            return;
+        }
     }
+}
+
+static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
+    drain_at_exit(d, w);
     d->live_workers--;
     if (sb_frame_pending(&w->peer.in)) /* SB-I-25 */
         sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",
@@ -827,7 +1004,7 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
         release_held(d); /* SB-I-45: its ids are free */
     w->pid = -1;
     w->kill_at_ms = 0;
-    w->stdin_lost_ms = 0;
+    w->lost_ms = 0;
 
     if (d->phase >= SB_PHASE_DRAINING)
         return;
@@ -892,6 +1069,8 @@ static void reap_children(sb_daemon *d) {
             return;
         for (int i = 0; i < d->worker_count; i++) {
             if (d->workers[i].pid == pid) {
+                /* Routing its last lines may fail it (5.3): no signal then. */
+                d->workers[i].reaped = true;
                 worker_exited(d, &d->workers[i], status);
                 break;
             }
@@ -900,6 +1079,12 @@ static void reap_children(sb_daemon *d) {
 }
 
 /* ---- shutdown (spec 10) --------------------------------------------- */
+
+static void remove_socket_file(sb_daemon *d) {
+    if (!sb_net_unlink_unix(d->unix_path, &d->unix_id)) /* SB-I-22 */
+        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", d->unix_path);
+    d->unix_path = NULL;
+}
 
 static void begin_shutdown(sb_daemon *d, const char *why) {
     if (d->phase >= SB_PHASE_DRAINING)
@@ -911,8 +1096,12 @@ static void begin_shutdown(sb_daemon *d, const char *why) {
         sb_loop_del(&d->loop, d->listen_fd);
         close(d->listen_fd);
         d->listen_fd = -1;
+        d->accept_resume_ms = 0;
+        if (d->accept_failing)
+            sb_info(NULL, "%ld connection(s) closed unserved since accept() last failed",
+                    d->accept_refused);
         if (d->unix_path)
-            unlink(d->unix_path);
+            remove_socket_file(d);
     }
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
         if (d->clients[i].kind == SB_PEER_CLIENT)
@@ -956,6 +1145,7 @@ static void kill_remaining(sb_daemon *d) {
         int status;
         while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
         }
+        w->reaped = true;
         worker_exited(d, w, status);
     }
 }
@@ -971,11 +1161,34 @@ static void on_signal_event(void *data, int fd, short revents) {
     while ((sig = sb_signals_next()) > 0) {
         if (sig == SIGCHLD)
             child = true;
-        else if (sig == SIGTERM || sig == SIGINT) /* SB-3.1-6 */
-            begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        else if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) /* SB-3.1-6, SB-I-48 */
+            begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGQUIT");
+        else /* SB-I-48: SIGHUP, SIGUSR1, SIGUSR2 */
+            sb_info(NULL, "%s received: ignored (nothing to reload)",
+                    sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
     }
     if (child) /* SB-7.1.1-1 */
         reap_children(d);
+}
+
+/* Log lines that stderr could not take were dropped (log.c): the count is
+ * written as soon as stderr takes lines again, even if no new line comes. */
+static void on_stderr_event(void *data, int fd, short revents) {
+    sb_daemon *d = data;
+    int rc = revents & (POLLERR | POLLHUP | POLLNVAL) ? STDIO_BUS_ERR : sb_log_flush();
+    if (rc == 0)
+        return; /* still full: wait again */
+    sb_loop_del(&d->loop, fd);
+    d->stderr_watch = rc < 0 ? -1 : 0;
+    d->stderr_failed_at = sb_log_clears;
+}
+
+static void tend_stderr(sb_daemon *d) {
+    if (d->stderr_watch < 0 && d->stderr_failed_at != sb_log_clears)
+        d->stderr_watch = 0; /* stderr took lines since it failed: watch it again */
+    if (d->stderr_watch == 0 &&
+        sb_loop_add(&d->loop, STDERR_FILENO, POLLOUT, on_stderr_event, d) == 0)
+        d->stderr_watch = 1;
 }
 
 static void finish_round(sb_daemon *d) {
@@ -1001,9 +1214,12 @@ static void finish_round(sb_daemon *d) {
  * back to the allocator, so an idle connection costs a few hundred bytes
  * (issue 7) while a busy one allocates nothing per message. The sweep
  * timer runs only while some client still holds buffers. */
+static void check_pending_full(sb_daemon *d);
+
 static void sweep_idle(sb_daemon *d, int64_t now) {
     if (!d->next_sweep_ms || now < d->next_sweep_ms)
         return;
+    check_pending_full(d); /* SB-I-47: while clients are active, once a sweep period */
     bool again = false;
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
         sb_peer *c = &d->clients[i];
@@ -1020,8 +1236,42 @@ static void sweep_idle(sb_daemon *d, int64_t now) {
     d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
 }
 
+/* SB-I-47: requests of departed clients may fill the pending table until
+ * their worker answers or exits. Say once per episode how much of it they
+ * hold, so that the worker to restart can be found. */
+static void check_pending_full(sb_daemon *d) {
+    const sb_pending *t = &d->router.requests;
+    if (t->count < t->capacity) {
+        d->pending_full = false;
+        return;
+    }
+    if (d->pending_full)
+        return;
+    d->pending_full = true;
+    sb_warn(NULL, "pending request table full (%d entries, %d of them for clients that have left): "
+            "new requests are discarded until workers answer or exit", t->capacity, d->orphans);
+}
+
+static void check_rare(sb_daemon *d, int64_t now) {
+    d->rare_at_ms = 0;
+    if (d->accept_resume_ms && now >= d->accept_resume_ms) {
+        d->accept_resume_ms = 0;
+        if (d->listen_fd >= 0)
+            sb_loop_set(&d->loop, d->listen_fd, POLLIN);
+    }
+    if (d->accept_resume_ms)
+        rare_at(d, d->accept_resume_ms);
+    for (int i = 0; i < d->ending_count; i++)
+        if (!d->ending[i]->doomed)
+            rare_at(d, d->ending[i]->ending_by_ms);
+}
+
 static void check_timers(sb_daemon *d, int64_t now) {
     sweep_idle(d, now);
+    if (d->ending_count) /* answers routed last turn may have settled them */
+        close_ended_clients(d, now);
+    if (d->rare_at_ms && now >= d->rare_at_ms)
+        check_rare(d, now);
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
         if (w->restart_at_ms && now >= w->restart_at_ms && d->phase < SB_PHASE_DRAINING) {
@@ -1037,10 +1287,14 @@ static void check_timers(sb_daemon *d, int64_t now) {
                 }
             }
         }
-        if (w->stdin_lost_ms && now >= w->stdin_lost_ms) {
-            w->stdin_lost_ms = 0;
-            if (w->pid > 0 && w->state == SB_WORKER_RUNNING)
-                worker_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
+        if (w->lost_ms && now >= w->lost_ms) {
+            w->lost_ms = 0;
+            if (w->pid > 0 && w->state == SB_WORKER_RUNNING) { /* SB-I-39, SB-I-46 */
+                if (w->lost_stdout)
+                    worker_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
+                else
+                    worker_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
+            }
         }
         if (w->kill_at_ms && now >= w->kill_at_ms && w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
             sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
@@ -1086,8 +1340,8 @@ static int64_t next_deadline(const sb_daemon *d) {
             next = w->restart_at_ms;
         if (w->kill_at_ms && w->kill_at_ms < next)
             next = w->kill_at_ms;
-        if (w->stdin_lost_ms && w->stdin_lost_ms < next)
-            next = w->stdin_lost_ms;
+        if (w->lost_ms && w->lost_ms < next)
+            next = w->lost_ms;
     }
     if (d->full_outputs > 0) {
         int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
@@ -1110,6 +1364,8 @@ static int64_t next_deadline(const sb_daemon *d) {
         next = d->drain_deadline_ms;
     if (d->next_sweep_ms && d->next_sweep_ms < next)
         next = d->next_sweep_ms;
+    if (d->rare_at_ms && d->rare_at_ms < next)
+        next = d->rare_at_ms;
     return next;
 }
 
@@ -1117,7 +1373,7 @@ static void check_phase(sb_daemon *d, int64_t now) {
     if (d->phase == SB_PHASE_LINGER) {
         const sb_peer *c = &d->clients[0];
         bool client_done = c->kind != SB_PEER_CLIENT ||
-                           (!client_has_pending(d, c) && !c->held_since_ms &&
+                           (!client_has_pending(d, c) &&
                             sb_outq_len(&c->out) == 0);
         if (client_done)
             begin_shutdown(d, "stdin EOF, nothing in flight");
@@ -1134,20 +1390,13 @@ static void check_phase(sb_daemon *d, int64_t now) {
     }
 }
 
-static void raise_fd_limit(void) {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
 static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt) {
     memset(d, 0, sizeof *d);
     d->cfg = cfg;
     d->limits = &cfg->limits;
     d->mode = opt->mode;
     d->listen_fd = -1;
+    d->spare_fd = -1;
     d->signal_fd = -1;
     d->worker_count = cfg->worker_count;
     int peers = STDIO_BUS_MAX_CONNECTIONS + cfg->worker_count;
@@ -1158,8 +1407,9 @@ static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt
     d->doomed = malloc((size_t)peers * sizeof *d->doomed);
     d->dirty = malloc((size_t)peers * sizeof *d->dirty);
     d->held = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->held);
+    d->ending = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->ending);
     if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
-        !d->held ||
+        !d->held || !d->ending ||
         sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0) {
         sb_error(NULL, "out of memory at start-up");
@@ -1199,8 +1449,10 @@ static void daemon_fini(sb_daemon *d) {
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
         if (d->unix_path)
-            unlink(d->unix_path);
+            remove_socket_file(d);
     }
+    if (d->spare_fd >= 0)
+        close(d->spare_fd);
     if (d->signal_fd >= 0)
         sb_signals_close();
     if (d->mode == SB_MODE_STDIO) { /* give the terminal back as we found it */
@@ -1216,6 +1468,7 @@ static void daemon_fini(sb_daemon *d) {
     free(d->doomed);
     free(d->dirty);
     free(d->held);
+    free(d->ending);
 }
 
 static int open_clients(sb_daemon *d, const sb_options *opt) {
@@ -1236,7 +1489,7 @@ static int open_clients(sb_daemon *d, const sb_options *opt) {
         return STDIO_BUS_OK;
     }
     if (opt->mode == SB_MODE_UNIX) {
-        d->listen_fd = sb_net_listen_unix(opt->address, err, sizeof err);
+        d->listen_fd = sb_net_listen_unix(opt->address, &d->unix_id, err, sizeof err);
         if (d->listen_fd < 0) {
             sb_error(NULL, "%s", err);
             return STDIO_BUS_ERR;
@@ -1253,6 +1506,7 @@ static int open_clients(sb_daemon *d, const sb_options *opt) {
         }
         sb_info(NULL, "listening on tcp:%s", bound);
     }
+    d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (sb_loop_add(&d->loop, d->listen_fd, POLLIN, on_listen_event, d) < 0)
         return STDIO_BUS_ERR;
     return STDIO_BUS_OK;
@@ -1261,7 +1515,7 @@ static int open_clients(sb_daemon *d, const sb_options *opt) {
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_daemon d;
     daemon_ctx = &d;
-    raise_fd_limit();
+    sb_fdlimit_raise(cfg->worker_count);
     int rc = daemon_init(&d, cfg, opt);
     if (rc == 0) {
         d.signal_fd = sb_signals_open();
@@ -1299,6 +1553,8 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         check_phase(&d, now);
         if (d.phase == SB_PHASE_DONE)
             break;
+        if (sb_log_backlog())
+            tend_stderr(&d);
         int64_t deadline = next_deadline(&d);
         int timeout = -1; /* nothing scheduled: sleep until an fd or a signal wakes us */
         if (deadline != INT64_MAX) {

@@ -4,6 +4,7 @@
 #include "daemon.h"
 #include "log.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 
 static void warn_unknown_key(void *ctx, const char *path) {
@@ -11,7 +12,16 @@ static void warn_unknown_key(void *ctx, const char *path) {
     sb_warn(NULL, "config: %s: unknown key, ignored", path);
 }
 
+/* A descriptor 0, 1 or 2 that was closed at start would be handed out to
+ * the first socket or pipe opened, and logs would go there. */
+static void open_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0)
+            return;
+}
+
 int main(int argc, char **argv) {
+    open_std_fds();
     sb_options opt;
     char err[512];
     if (sb_cli_parse(argc, argv, &opt, err, sizeof err) < 0) {

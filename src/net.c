@@ -32,7 +32,7 @@ static int unix_socket_is_live(const struct sockaddr_un *addr) {
     return live;
 }
 
-int sb_net_listen_unix(const char *path, char *err, size_t err_size) {
+int sb_net_listen_unix(const char *path, sb_net_unix_id *id, char *err, size_t err_size) {
     struct sockaddr_un addr;
     if (fill_unix_addr(&addr, path) < 0) {
         snprintf(err, err_size, "--unix %.100s: path too long", path);
@@ -60,12 +60,22 @@ int sb_net_listen_unix(const char *path, char *err, size_t err_size) {
     int rc = bind(fd, (struct sockaddr *)&addr, sizeof addr);
     int bind_errno = errno;
     umask(old_mask);
-    if (rc < 0 || listen(fd, SB_BACKLOG) < 0) {
+    if (rc < 0 || listen(fd, SB_BACKLOG) < 0 || lstat(path, &st) < 0) {
         snprintf(err, err_size, "--unix %.200s: %s", path, strerror(rc < 0 ? bind_errno : errno));
         close(fd);
         return STDIO_BUS_ERR;
     }
+    id->dev = st.st_dev;
+    id->ino = st.st_ino;
     return fd;
+}
+
+int sb_net_unlink_unix(const char *path, const sb_net_unix_id *id) {
+    struct stat st;
+    if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode) || st.st_dev != id->dev ||
+        st.st_ino != id->ino)
+        return 0;
+    return unlink(path) == 0;
 }
 
 int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bound_size,
@@ -112,6 +122,15 @@ int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bo
     else
         snprintf(bound, bound_size, "%s:%s", host, port);
     return fd;
+}
+
+bool sb_net_has_data(int fd) {
+    char byte;
+    ssize_t n;
+    do
+        n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n > 0;
 }
 
 int sb_net_accept(int listen_fd) {

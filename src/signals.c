@@ -9,6 +9,10 @@
 
 static int pipe_fds[2] = {-1, -1};
 
+/* Every signal whose default action would end the daemon without its
+ * shutdown sequence (SB-3.1-6, SB-I-48), and SIGCHLD. */
+static const int handled[] = {SIGCHLD, SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2};
+
 static void on_signal(int signo) {
     int saved_errno = errno;
     unsigned char byte = (unsigned char)signo;
@@ -27,9 +31,9 @@ int sb_signals_open(void) {
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    if (sigaction(SIGCHLD, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
-        sigaction(SIGINT, &sa, NULL) < 0)
-        return STDIO_BUS_ERR;
+    for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++)
+        if (sigaction(handled[i], &sa, NULL) < 0)
+            return STDIO_BUS_ERR;
     /* A client or worker that goes away must surface as EPIPE on write,
      * not kill the daemon. */
     signal(SIGPIPE, SIG_IGN);
@@ -37,9 +41,8 @@ int sb_signals_open(void) {
 }
 
 void sb_signals_close(void) {
-    signal(SIGCHLD, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
+    for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++)
+        signal(handled[i], SIG_DFL);
     for (int i = 0; i < 2; i++) {
         if (pipe_fds[i] >= 0)
             close(pipe_fds[i]);

@@ -4,7 +4,8 @@
 #ifndef SB_SIGNALS_H
 #define SB_SIGNALS_H
 
-/* Installs handlers for SIGCHLD, SIGTERM, SIGINT and ignores SIGPIPE.
+/* Installs handlers for SIGCHLD, SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1
+ * and SIGUSR2, and ignores SIGPIPE.
  * Returns the read end (non-blocking, close-on-exec) or STDIO_BUS_ERR. */
 int sb_signals_open(void);
 /* Restores default dispositions and closes the pipe. */

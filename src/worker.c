@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 const char *sb_worker_state_name(sb_worker_state s) {
@@ -56,6 +58,7 @@ int sb_worker_start(sb_worker *w) {
     int exec_errno;
     w->state = SB_WORKER_STARTING;
     w->pid = -1;
+    w->reaped = false;
     sb_worker_name(w);
     if (sb_spawn(w->pool->resolved, w->pool->argv, extra_env, &child, &exec_errno) < 0) {
         w->state = SB_WORKER_STOPPED;
@@ -75,7 +78,7 @@ int sb_worker_start(sb_worker *w) {
     w->peer.blocked_on = NULL;
     w->peer.full_since_ms = 0;
     w->kill_at_ms = 0;
-    w->stdin_lost_ms = 0;
+    w->lost_ms = 0;
     w->muted = false;
     w->state = SB_WORKER_RUNNING; /* exec succeeded */
     sb_worker_name(w);
@@ -84,21 +87,59 @@ int sb_worker_start(sb_worker *w) {
 }
 
 void sb_worker_signal(sb_worker *w, int sig) {
-    if (w->pid > 0)
+    if (w->pid > 0 && !w->reaped) /* a reaped pid may be someone else's by now */
         kill(w->pid, sig);
 }
 
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void report_dropped(sb_worker *w) {
+    if (!w->relay_dropped)
+        return;
+    sb_warn(w->peer.name, "%zu byte(s) of worker stderr dropped (%ld line(s)): over %d bytes of log "
+            "per second", w->relay_dropped, w->relay_dropped_lines, SB_WORKER_STDERR_BUDGET);
+    w->relay_dropped = 0;
+    w->relay_dropped_lines = 0;
+}
+
 static void relay_line(sb_worker *w, const char *line, size_t len) {
+    if (!sb_log_enabled(SB_LOG_INFO))
+        return;
+    int64_t now = now_ms();
+    if (now - w->relay_since_ms >= 1000) {
+        report_dropped(w);
+        w->relay_since_ms = now;
+        w->relay_used = 0;
+    }
+    size_t cost = len + SB_WORKER_RELAY_LINE_COST;
+    if (w->relay_used + cost > SB_WORKER_STDERR_BUDGET) {
+        w->relay_dropped += len + 1;
+        w->relay_dropped_lines++;
+        return;
+    }
+    w->relay_used += cost;
     if (len && line[len - 1] == '\r')
         len--;
     sb_log(SB_LOG_INFO, w->peer.name, "stderr: %.*s", (int)len, line);
 }
 
-int sb_worker_relay_stderr(sb_worker *w, bool flush_all) {
+size_t sb_worker_pipe_pending(int fd) {
+    int n;
+    if (ioctl(fd, FIONREAD, &n) < 0 || n < 0)
+        return SB_WORKER_EXIT_READ_MAX;
+    return (size_t)n < SB_WORKER_EXIT_READ_MAX ? (size_t)n : SB_WORKER_EXIT_READ_MAX;
+}
+
+int sb_worker_relay_stderr(sb_worker *w, bool at_exit) {
     int rc = STDIO_BUS_OK;
-    for (;;) {
-        ssize_t n = read(w->stderr_fd, w->stderr_buf + w->stderr_len,
-                         SB_WORKER_STDERR_LINE - w->stderr_len);
+    size_t left = at_exit ? sb_worker_pipe_pending(w->stderr_fd) : SB_WORKER_STDERR_LINE;
+    while (left > 0) {
+        size_t room = SB_WORKER_STDERR_LINE - w->stderr_len;
+        ssize_t n = read(w->stderr_fd, w->stderr_buf + w->stderr_len, room < left ? room : left);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -107,6 +148,7 @@ int sb_worker_relay_stderr(sb_worker *w, bool flush_all) {
             break;
         }
         w->stderr_len += (size_t)n;
+        left -= (size_t)n;
         size_t start = 0;
         char *nl;
         while ((nl = memchr(w->stderr_buf + start, '\n', w->stderr_len - start))) {
@@ -119,12 +161,14 @@ int sb_worker_relay_stderr(sb_worker *w, bool flush_all) {
         }
         memmove(w->stderr_buf, w->stderr_buf + start, w->stderr_len - start);
         w->stderr_len -= start;
-        if (!flush_all)
+        if (!at_exit)
             break; /* one read per wake-up: a chatty worker must not starve the loop */
     }
-    if ((rc == STDIO_BUS_EOF || flush_all) && w->stderr_len) {
+    if ((rc == STDIO_BUS_EOF || at_exit) && w->stderr_len) {
         relay_line(w, w->stderr_buf, w->stderr_len);
         w->stderr_len = 0;
     }
+    if (rc == STDIO_BUS_EOF || at_exit)
+        report_dropped(w);
     return rc;
 }

@@ -18,6 +18,12 @@ typedef enum {
 } sb_worker_state;
 
 #define SB_WORKER_STDERR_LINE 4096
+/* Log bytes per second that one worker's stderr may cost (issue 14): a
+ * worker writing empty lines as fast as it can would otherwise make the
+ * daemon write ~90 bytes of log per byte. Counted per relayed line as its
+ * text plus SB_WORKER_RELAY_LINE_COST for the prefix. */
+#define SB_WORKER_STDERR_BUDGET (256 * 1024)
+#define SB_WORKER_RELAY_LINE_COST 96
 
 typedef struct {
     sb_peer peer;        /* in_fd = its stdout, out_fd = its stdin */
@@ -25,13 +31,19 @@ typedef struct {
     const sb_pool_config *pool;
     sb_worker_state state;
     pid_t pid;           /* > 0 while a process exists (until reaped) */
+    bool reaped;         /* waitpid() collected it: the pid may be reused, never signal it */
     int stderr_fd;
     size_t stderr_len;
     char *stderr_buf;    /* SB_WORKER_STDERR_LINE bytes (SB-I-7) */
+    int64_t relay_since_ms; /* start of the current second of relayed stderr */
+    size_t relay_used;      /* log bytes it cost in that second */
+    size_t relay_dropped;   /* stderr bytes dropped since last reported */
+    long relay_dropped_lines;
     sb_restart_history restarts;
     int64_t restart_at_ms; /* 0 = no restart scheduled */
     int64_t kill_at_ms;    /* STOPPING: SIGKILL deadline; 0 = none */
-    int64_t stdin_lost_ms; /* its stdin broke: fail it if still alive then */
+    int64_t lost_ms;       /* its stdin broke or its stdout ended: fail it if still alive then */
+    bool lost_stdout;      /* ... and it was its stdout (SB-I-46), not its stdin (SB-I-39) */
     bool given_up;         /* max_restarts reached (SB-7.1.3-3) */
     bool muted;            /* failed (5.3): its output is no longer routed */
     char env_id[48];
@@ -50,13 +62,23 @@ void sb_worker_fini(sb_worker *w);
  * logged). */
 int sb_worker_start(sb_worker *w);
 
-/* Sends sig to the process if it exists. */
+/* Sends sig to the process if it exists and was not reaped yet. */
 void sb_worker_signal(sb_worker *w, int sig);
 
 /* Reads the worker's stderr and relays each complete line to the daemon's
- * stderr with the worker's context (SB-I-7). At EOF (or flush_all), the
- * partial line is relayed too. Returns STDIO_BUS_EOF when the pipe ended. */
-int sb_worker_relay_stderr(sb_worker *w, bool flush_all);
+ * stderr with the worker's context (SB-I-7), within SB_WORKER_STDERR_BUDGET
+ * (lines over it are dropped and counted, and the count logged once the
+ * second is over or at exit): one read, or with at_exit,
+ * what the pipe holds now (never more: orphans of the worker may keep
+ * writing), then the partial line too, as at EOF. Returns STDIO_BUS_EOF
+ * when the pipe ended. */
+int sb_worker_relay_stderr(sb_worker *w, bool at_exit);
+
+/* What a drain at exit may read from one of the worker's pipes: the bytes
+ * waiting in it now (FIONREAD), or SB_WORKER_EXIT_READ_MAX when that
+ * cannot be told. */
+#define SB_WORKER_EXIT_READ_MAX (1u << 20)
+size_t sb_worker_pipe_pending(int fd);
 
 /* Refreshes peer.name from id, pool and pid. */
 void sb_worker_name(sb_worker *w);

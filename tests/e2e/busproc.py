@@ -1,6 +1,7 @@
 """A daemon under test and its clients, with deadlines on every wait."""
 import json
 import os
+import resource
 import selectors
 import shlex
 import signal
@@ -73,10 +74,15 @@ class LineReader:
 class Daemon:
     """build/stdio_bus started with a config, stderr captured to a file."""
 
-    def __init__(self, binary, config_path, tmp_path, mode="stdio", args=()):
+    def __init__(self, binary, config_path, tmp_path, mode="stdio", args=(), wrap=(),
+                 nofile=None, stderr_pipe=False):
+        """wrap: a command to run the daemon under (outside SB_DAEMON_WRAPPER),
+        e.g. strace. nofile: (soft, hard) RLIMIT_NOFILE to start it with.
+        stderr_pipe: stderr goes to a pipe that nobody reads until the test
+        does (read_stderr_pipe); stderr() and wait_stderr() do not work then."""
         self.mode = mode
         self.stderr_path = tmp_path / f"daemon-{time.monotonic_ns()}.stderr"
-        argv = WRAPPER + [binary, "--config", config_path]
+        argv = list(wrap) + WRAPPER + [binary, "--config", config_path]
         if mode == "unix":
             self.address = str(tmp_path / "bus.sock")
             argv += ["--unix", self.address]
@@ -85,10 +91,27 @@ class Daemon:
             self.address = ("127.0.0.1", port)
             argv += ["--tcp", f"127.0.0.1:{port}"]
         argv += list(args)
-        self.stderr_file = open(self.stderr_path, "wb")
+        self.stderr_file = subprocess.PIPE if stderr_pipe else open(self.stderr_path, "wb")
+        def limit():
+            if nofile:
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr_file)
+                                     stderr=self.stderr_file, preexec_fn=limit if nofile else None)
         self.stdout = LineReader(self.proc.stdout.fileno())
+        if stderr_pipe:
+            os.set_blocking(self.proc.stderr.fileno(), False)
+
+    def read_stderr_pipe(self):
+        """What the daemon wrote to its stderr pipe since the last call."""
+        data = b""
+        while True:
+            try:
+                chunk = os.read(self.proc.stderr.fileno(), 1 << 20)
+            except BlockingIOError:
+                chunk = b""
+            if not chunk:
+                return data.decode(errors="replace")
+            data += chunk
 
     @property
     def pid(self):
@@ -158,7 +181,10 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.stderr_file.close()
+        if self.stderr_file is subprocess.PIPE:
+            self.proc.stderr.close()
+        else:
+            self.stderr_file.close()
 
 
 class SocketClient:
