@@ -319,8 +319,8 @@ class State:
             cmd += ["--worker", desc.command_line()]
             for p in desc.profiles:
                 cmd += ["--worker-profile", p]
-            for item in opt("worker_env"):
-                cmd += ["--worker-env", item]
+            for env_item in opt("worker_env"):  # not `item`: the test's node, used below
+                cmd += ["--worker-env", env_item]
             cmd += ["--mcp-version", desc.mcp_version, "--wait-timeout", str(opt("wait_timeout"))]
         else:
             cmd += ["--daemon", self.ctx.daemon]
