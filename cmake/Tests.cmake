@@ -73,6 +73,17 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/ci_example)
                        RESOURCE_LOCK sb_conformance)
 endif()
 
+# The worker-side suite on real MCP servers from npm (tests/interop, pinned by
+# its package-lock.json, installed by ci/install-deps.sh), each held to a
+# committed baseline of real defects. Without node_modules it skips, with the
+# reason, unless CI is set.
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/test_interop.py)
+  add_test(NAME interop COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
+           ${PROJECT_SOURCE_DIR}/tests/interop)
+  set_tests_properties(interop PROPERTIES LABELS interop TIMEOUT 900 RESOURCE_LOCK sb_conformance
+                       SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
+endif()
+
 if(EXISTS ${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
   include(${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
 endif()

@@ -83,7 +83,9 @@ def parse_args(argv):
     w.add_argument("--worker", metavar="'COMMAND ARGS'",
                    help="the worker: its command line as one shell-quoted string")
     w.add_argument("--worker-profile", action="append", default=[], choices=("plain", "jsonrpc", "mcp"),
-                   help="profile the worker claims (repeatable; each implies those below it)")
+                   help="profile the worker claims (repeatable; none implies another)")
+    w.add_argument("--mcp-version", choices=("2025-03-26", "2025-06-18", "2025-11-25"),
+                   help="MCP revision an mcp worker is judged on (default: the newest, 2025-11-25)")
     w.add_argument("--worker-env", action="append", default=[], metavar="KEY=VALUE",
                    help="environment variable for the worker (repeatable)")
     w.add_argument("--worker-description", metavar="FILE",
@@ -104,7 +106,8 @@ def parse_args(argv):
 
 
 def worker_mode(opts) -> bool:
-    return bool(opts.worker or opts.worker_description or opts.worker_profile or opts.worker_env)
+    return bool(opts.worker or opts.worker_description or opts.worker_profile or opts.worker_env
+                or opts.mcp_version)
 
 
 def _resolve_test(arg: str) -> str:
@@ -132,6 +135,8 @@ def pytest_args(opts, extra) -> list[str]:
         a += ["--worker-profile", prof]
     for item in opts.worker_env:
         a += ["--worker-env", item]
+    if opts.mcp_version:
+        a += ["--mcp-version", opts.mcp_version]
     a += ["--report-dir", os.path.abspath(opts.report_dir), "--seed", str(opts.seed),
           "--wait-timeout", str(opts.wait_timeout), "--min-tests", str(opts.min_tests)]
     for g in opts.clause:

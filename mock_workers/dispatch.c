@@ -254,12 +254,34 @@ static bool only_ws(const char *p, const char *end)
     return mw_raw_trim(p, (size_t)(end - p)).n == 0;
 }
 
+/* --strict-members: the first top-level member outside the JSON-RPC 2.0
+ * envelope, or NULL. A strict schema validator (the MCP TypeScript SDK's)
+ * drops such a message; behind the bus every sessionId is one (SB-W-12). */
+static const char *foreign_member(const cJSON *msg)
+{
+    static const char *const envelope[] = { "jsonrpc", "id", "method", "params", "result", "error" };
+    for (const cJSON *it = msg->child; it; it = it->next) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof envelope / sizeof envelope[0]; i++)
+            known = known || strcmp(it->string, envelope[i]) == 0;
+        if (!known)
+            return it->string;
+    }
+    return NULL;
+}
+
 static void handle(mw_worker *w, const char *line, size_t len, int64_t now)
 {
     const char *end = NULL;
     cJSON *msg = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!msg || !only_ws(end, line + len) || !cJSON_IsObject(msg)) {
         mw_log_diag("input line of %zu bytes is not a JSON object: ignored", len);
+        cJSON_Delete(msg);
+        return;
+    }
+    const char *foreign = w->opts->strict_members ? foreign_member(msg) : NULL;
+    if (foreign) {
+        mw_log_diag("member '%s' is not JSON-RPC: message dropped (--strict-members)", foreign);
         cJSON_Delete(msg);
         return;
     }

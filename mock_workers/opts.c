@@ -12,7 +12,8 @@
 static const char usage[] =
     "usage: mock_worker [--mode echo|crash|flood|spam|bad] [--log FILE] [--pidfile FILE]\n"
     "  crash:  --exit-status N --signal NAME --crash-after-ms MS\n"
-    "  any:    --after N --exit-on METHOD --ignore-sigterm --term-delay-ms MS\n"
+    "  any:    --after N --exit-on METHOD --ignore-sigterm --die-on-sigterm --term-delay-ms MS\n"
+    "          --strict-members\n"
     "          --on-eof drain|stay --delay-ms MS --sleep-ms MS --split K --split-pause-ms MS\n"
     "          --coalesce N --stall read|write --stall-after N --trigger start|first\n"
     "  flood:  --rate PER_SEC --count N --session SID\n"
@@ -34,7 +35,7 @@ enum {
     OPT_AFTER, OPT_EXIT_ON, OPT_IGNORE_TERM, OPT_TERM_DELAY, OPT_ON_EOF, OPT_TRIGGER,
     OPT_RATE, OPT_COUNT, OPT_SESSION, OPT_SPAM_BYTES, OPT_BAD, OPT_BYTES, OPT_SPLIT,
     OPT_SPLIT_PAUSE, OPT_COALESCE, OPT_STALL, OPT_STALL_AFTER, OPT_DELAY, OPT_SLEEP,
-    OPT_HELP,
+    OPT_DIE_TERM, OPT_STRICT, OPT_HELP,
 };
 
 static const struct option longopts[] = {
@@ -47,6 +48,8 @@ static const struct option longopts[] = {
     { "after", required_argument, NULL, OPT_AFTER },
     { "exit-on", required_argument, NULL, OPT_EXIT_ON },
     { "ignore-sigterm", no_argument, NULL, OPT_IGNORE_TERM },
+    { "die-on-sigterm", no_argument, NULL, OPT_DIE_TERM },
+    { "strict-members", no_argument, NULL, OPT_STRICT },
     { "term-delay-ms", required_argument, NULL, OPT_TERM_DELAY },
     { "on-eof", required_argument, NULL, OPT_ON_EOF },
     { "trigger", required_argument, NULL, OPT_TRIGGER },
@@ -141,6 +144,8 @@ static int parse_one(mw_opts *o, int c, const char *arg)
     case OPT_AFTER: return parse_long("after", arg, 1, big, &o->after);
     case OPT_EXIT_ON: o->exit_on = arg; return MW_OK;
     case OPT_IGNORE_TERM: o->ignore_sigterm = true; return MW_OK;
+    case OPT_DIE_TERM: o->die_on_sigterm = true; return MW_OK;
+    case OPT_STRICT: o->strict_members = true; return MW_OK;
     case OPT_TERM_DELAY: return parse_long("term-delay-ms", arg, 0, big, &o->term_delay_ms);
     case OPT_ON_EOF: return parse_choice("on-eof", arg, "drain", "stay", &o->eof_stay);
     case OPT_TRIGGER:

@@ -30,6 +30,8 @@ typedef struct mw_opts {
     long after;            /* --after N messages (0: off) */
     const char *exit_on;   /* --exit-on METHOD */
     bool ignore_sigterm;   /* --ignore-sigterm */
+    bool die_on_sigterm;   /* --die-on-sigterm */
+    bool strict_members;   /* --strict-members */
     long term_delay_ms;    /* --term-delay-ms */
     bool eof_stay;         /* --on-eof stay */
     bool trigger_start;    /* --trigger start|first (default first) */

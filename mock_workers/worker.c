@@ -231,6 +231,12 @@ static void on_signals(mw_worker *w, int64_t now)
             mw_log_diag("SIGTERM ignored (--ignore-sigterm)");
             continue;
         }
+        if (signo == SIGTERM && w->opts->die_on_sigterm) {
+            /* SB-W-11 broken on purpose: the default action, death by the signal */
+            mw_log_diag("dying of SIGTERM (--die-on-sigterm)");
+            signal(SIGTERM, SIG_DFL);
+            raise(SIGTERM);
+        }
         if (w->opts->term_delay_ms > 0) {
             if (!w->term_at)
                 w->term_at = now + (int64_t)w->opts->term_delay_ms * MW_NS_PER_MS;

@@ -5,6 +5,15 @@ clause of WORKER_SPEC.md, so the worker-side suite passes against it. Each
 `--break NAME` switches one behaviour off (BREAKS below), so the self-tests
 can show that the worker-side tests of that clause fail.
 
+Options that are not breaks but what a strict MCP server on its own may do
+(STRICT below): `--strict-members` (drops messages with a top-level member
+outside the JSON-RPC envelope, as the TypeScript SDK's validator does),
+`--strict-lifecycle` (refuses requests but ping before initialize),
+`--mcp-messages` (MCP's narrowing of JSON-RPC: an array is an invalid
+request, as batches went in 2025-06-18; a null id is invalid), `--chatty`
+(a notification after every answer, a roots/list request after
+notifications/initialized). Judged as `mcp` alone it passes with all four.
+
 Single-threaded: a select() loop over stdin and a signal wakeup pipe, with
 timers for `slow` calls. Ids, sessionIds and progress tokens are copied as
 their raw tokens."""
@@ -47,7 +56,6 @@ BREAKS = {
     "term-drops": "SIGTERM exits at once, dropping calls in flight",
     "eof-stay": "keeps running at end of input",
     "eof-drops": "handles lines 50 ms after reading them; at end of input, exits at once",
-    "drop-tail": "a last line without newline at end of input is ignored",
     "close-stdin": "closes its stdin after the second request",
     "die-on-long-line": "exits on a line longer than 1 MiB",
     "no-jsonrpc-member": "error responses have no jsonrpc member",
@@ -82,7 +90,8 @@ BREAKS = {
     "one-initialize": "a second initialize gets an error",
     "serial": "slow calls block the loop",
     "interleave": "every second line is written in the middle of the one before",
-    "token-as-value": "progress tokens re-serialized from their values",
+    "silent": "writes nothing at all",
+    "die-on-term": "SIGTERM kills it (the signal's default action)",
     "progress-shrinks": "progress counts down",
     "progress-always": "progress is sent without a token too (token null)",
     "late-progress": "one more progress after a slow call's answer",
@@ -96,14 +105,23 @@ BREAKS = {
     "ask-hangs-at-end": "calls waiting for the client get no answer at the end",
 }
 
-LATEST = "2025-06-18"
-VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
+STRICT = ("--strict-members", "--strict-lifecycle", "--mcp-messages", "--chatty")
+ENVELOPE = ("jsonrpc", "id", "method", "params", "result", "error")
+LATEST = "2025-11-25"
+VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MESSAGES = {-32700: "Parse error", -32600: "Invalid Request", -32601: "Method not found",
             -32602: "Invalid params", -32603: "Internal error"}
-TOOLS = [{"name": "echo", "inputSchema": {"type": "object", "required": ["text"]}},
-         {"name": "add", "inputSchema": {"type": "object", "required": ["a", "b"]}},
-         {"name": "slow", "inputSchema": {"type": "object", "required": ["ms"]}},
-         {"name": "sample", "inputSchema": {"type": "object", "required": ["prompt"]}}]
+_RO = {"readOnlyHint": True, "openWorldHint": False}
+TOOLS = [{"name": "echo", "annotations": _RO,
+          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+         {"name": "add", "annotations": _RO,
+          "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                          "required": ["a", "b"]}},
+         {"name": "slow", "annotations": _RO,
+          "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}, "steps": {"type": "integer"}},
+                          "required": ["ms"]}},
+         {"name": "sample", "annotations": {"readOnlyHint": False},
+          "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}}]
 
 
 def broken(name):
@@ -113,6 +131,9 @@ def broken(name):
 class State:
     def __init__(self):
         self.breaks = set()
+        self.strict = set()            # STRICT options, without their dashes
+        self.ready = False             # notifications/initialized received
+        self.roots_asked = set()       # ids of our roots/list requests (--chatty)
         self.verbose = False
         self.lines_seen = 0
         self.requests_seen = 0
@@ -149,6 +170,8 @@ def write(data: bytes):
 
 def out(line: str):
     """One message line (str with surrogate escapes for raw bytes)."""
+    if broken("silent"):
+        return
     data = line.encode("utf-8", "surrogateescape")
     if broken("unescape-newlines"):
         data = data.replace(b"\\n", b"\n")
@@ -264,8 +287,6 @@ def run_timers():
 # -- tools ---------------------------------------------------------------------------------
 def progress_line(call, i):
     token = call["token"]
-    if broken("token-as-value"):
-        token = tok(json.loads(token))
     value = call["steps"] - i + 1 if broken("progress-shrinks") else i
     line = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d,' \
            '"total":%d}' % (token, value, call["steps"])
@@ -383,6 +404,7 @@ def request(msg: Msg):
         if STATE.initialized and broken("one-initialize"):
             return error(msg, -32600, "already initialized")
         STATE.initialized = True
+        STATE.ready = False
         pv = params.get("protocolVersion") if isinstance(params, dict) else None
         if not isinstance(pv, str) and not broken("params-ok"):
             return error(msg, -32602, "protocolVersion must be a string")
@@ -400,6 +422,8 @@ def request(msg: Msg):
         if broken("array-out"):
             return "[" + line + "]"
         return line
+    if "strict-lifecycle" in STATE.strict and not STATE.ready:
+        return error(msg, -32600, "the session is not initialized")
     if method == "tools/list":
         if broken("slow-answers"):
             at(4.0, lambda: out(result(msg, {"tools": TOOLS})))
@@ -420,6 +444,11 @@ def request(msg: Msg):
 def notification(msg: Msg):
     method, params = msg.obj["method"], msg.obj.get("params")
     if method == "notifications/initialized":
+        STATE.ready = STATE.initialized
+        if "chatty" in STATE.strict:
+            rid = f'"fake-roots-{len(STATE.roots_asked) + 1}"'
+            STATE.roots_asked.add(rid)
+            out('{"jsonrpc":"2.0","id":%s,"method":"roots/list"}' % rid)
         return '{"jsonrpc":"2.0","id":null,"result":{}}' if broken("answer-initialized") else None
     if method == "notifications/cancelled":
         if broken("answer-cancel"):
@@ -446,6 +475,10 @@ def notification(msg: Msg):
 
 
 def response(msg: Msg):
+    if msg.raw.get("id") in STATE.roots_asked:
+        STATE.roots_asked.discard(msg.raw["id"])
+        log(f"roots: {tok(msg.obj.get('result'))}")
+        return None
     call = STATE.asks.get(msg.raw.get("id"))
     if call is None:
         log(f"response to no request of ours: {msg.raw.get('id')}")
@@ -473,6 +506,10 @@ def message(obj, raw: dict, in_batch=False):
     if not isinstance(obj, dict):
         return error(bogus, -32600, "not an object")
     msg = Msg(obj, raw)
+    foreign = [k for k in obj if k not in ENVELOPE]
+    if foreign and "strict-members" in STATE.strict and ("method" in obj or "result" in obj or "error" in obj):
+        log(f"member {foreign[0]!r} is not JSON-RPC: message dropped")
+        return None
     if "method" in obj:
         if obj.get("jsonrpc") != "2.0":
             return error(msg, -32600, 'jsonrpc must be "2.0"')
@@ -480,6 +517,8 @@ def message(obj, raw: dict, in_batch=False):
             return error(msg, -32600, "method must be a string")
         if "id" in obj and not is_id(obj["id"]):
             return error(msg, -32600, "id must be a string, a number or null")
+        if "id" in obj and obj["id"] is None and "mcp-messages" in STATE.strict:
+            return error(msg, -32600, "an MCP request id is never null")
         if "params" in obj and not isinstance(obj["params"], (dict, list)):
             return error(msg, -32602 if broken("params-32602") else -32600, "params must be an object or an array")
         if "id" not in obj:
@@ -569,6 +608,9 @@ def handle_line(line: bytes):
         if broken("poisoned"):
             STATE.skip_next = True
         return
+    if isinstance(value, list) and value and "mcp-messages" in STATE.strict:
+        out(error(None, -32600, "batches are not supported (MCP 2025-06-18)"))
+        return
     if isinstance(value, list):
         if not value:
             line = error(None, -32600, "empty batch")
@@ -593,6 +635,8 @@ def handle_line(line: bytes):
     answer = message(value, raw)
     if answer is not None:
         out(answer)
+        if "chatty" in STATE.strict:
+            out('{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}')
         if broken("double-answer") and STATE.requests_seen % 3 == 0 and isinstance(value, dict) and "id" in value:
             out(answer)
 
@@ -625,6 +669,8 @@ def main():
             STATE.breaks.add(name)
         elif a in ("--verbose", "-v"):
             STATE.verbose = True
+        elif a in STRICT:
+            STATE.strict.add(a[2:])
         else:
             sys.stderr.write(f"unknown argument {a}\n")
             sys.exit(2)
@@ -633,6 +679,8 @@ def main():
     signal.set_wakeup_fd(wfd)
     got = []
     signal.signal(signal.SIGTERM, lambda s, f: got.append(s) if not broken("ignore-term") else None)
+    if broken("die-on-term"):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, lambda s, f: got.append(s))
     if broken("banner"):
         out('{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hello"}}')
@@ -664,7 +712,7 @@ def main():
             data = os.read(0, 65536)
             if not data:
                 STATE.reading = False
-                if buf and not broken("drop-tail") and not broken("eof-drops"):
+                if buf and not broken("eof-drops"):
                     handle_line(buf)
                 buf = b""
                 if broken("eof-drops"):

@@ -34,7 +34,8 @@ from .errors import HarnessError
 from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
 from .profile import MODES, load_profile
 from .spec import CONFORMANCE_DIR, ID_RE, Registry
-from .worker_desc import FACTS, PROFILES, from_options, problems as worker_problems, profile_rank
+from .worker_desc import (FACTS, MCP_VERSIONS, PROFILES, clause_applies, from_options,
+                          problems as worker_problems, speaks)
 from .worker_run import WorkerContext, WorkerRun
 
 STATE_KEY = "_sb_state"
@@ -103,7 +104,9 @@ def pytest_addoption(parser):
     w.addoption("--worker", metavar="'COMMAND ARGS'",
                 help="judge this worker instead of a daemon (one shell-quoted string)")
     w.addoption("--worker-profile", action="append", default=[], choices=PROFILES,
-                help="profile the worker claims (repeatable; each implies those below it)")
+                help="profile the worker claims (repeatable; none implies another)")
+    w.addoption("--mcp-version", choices=MCP_VERSIONS,
+                help=f"MCP revision the worker is judged on (default: {MCP_VERSIONS[-1]})")
     w.addoption("--worker-env", action="append", default=[], metavar="KEY=VALUE",
                 help="environment variable for the worker (repeatable)")
     w.addoption("--worker-description", metavar="FILE",
@@ -115,8 +118,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "modes(*modes): operating modes to run in (default: stdio, unix, tcp)")
     config.addinivalue_line("markers", "requires(*features): profile features (worker tests: description "
                             "facts) the test needs")
-    config.addinivalue_line("markers", "worker_profile(name): worker profile a worker test needs (default: "
-                            "the highest profile of the clauses it cites)")
+    config.addinivalue_line("markers", "worker_profile(name): what a worker test talks (plain: sessionIds; "
+                            "jsonrpc: error codes; mcp: MCP calls): the worker must claim it too")
     state = State(config)
     setattr(config, STATE_KEY, state)
     config.pluginmanager.register(state, "sb_state")
@@ -178,15 +181,14 @@ def worker(request):
         raise HarnessError("this test judges a worker (the `worker` fixture) and the run judges a daemon: "
                            "pass --worker 'COMMAND ARGS' --worker-profile P")
     desc = state.wctx.desc
-    profile = state.item_worker_profile(request.node)
-    if not desc.claims_profile(profile):
-        pytest.skip(f"unsupported: the worker claims {', '.join(desc.claims)}; this test needs the "
-                    f"{profile} profile")
+    why = state.worker_unsupported(request.node)
+    if why:
+        pytest.skip(f"unsupported: {why}")
     for m in request.node.iter_markers("requires"):
         missing = [f for f in m.args if not desc.has(f)]
         if missing:
             pytest.skip(f"the worker description gives no {', '.join(missing)}")
-    w = WorkerRun(state.wctx, request.node.nodeid)
+    w = WorkerRun(state.wctx, request.node.nodeid, state.item_clauses(request.node))
     try:
         yield w
     finally:
@@ -221,7 +223,7 @@ class State:
             seed = config.workerinput.get("sb_seed")
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
         self.worker_mode = bool(opt("worker") or opt("worker_description") or opt("worker_profile")
-                                or opt("worker_env"))
+                                or opt("worker_env") or opt("mcp_version"))
         try:
             self.registry = Registry.load(opt("spec"), "WORKER_SPEC.md" if self.worker_mode else "SPEC.md")
         except HarnessError as exc:
@@ -244,13 +246,39 @@ class State:
         opt = self.config.getoption
         try:
             desc = from_options(opt("worker"), opt("worker_profile"), opt("worker_env"),
-                                opt("worker_description"))
+                                opt("worker_description"), opt("mcp_version"))
         except HarnessError as exc:
             self.fatal.append(str(exc))
             desc = from_options(None, [], [], None)
         if not self.config.option.collectonly:  # --coverage needs no worker
             self.fatal += worker_problems(desc)
         self.wctx = WorkerContext(desc=desc, seed=self.seed, timeout=desc.answer_timeout or opt("wait_timeout"))
+        if self.is_worker:  # the controller ran the preflight (pytest_sessionstart)
+            self._use_preflight(self.config.workerinput.get("sb_preflight") or {})
+
+    # -- worker preflight (worker_preflight.py): once per run, before the tests ----------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session):
+        if not self.worker_mode or self.is_worker or self.fatal or self.config.option.collectonly:
+            return
+        from . import worker_preflight
+        try:
+            result = worker_preflight.run(self.wctx.desc, self.wctx.timeout)
+        except HarnessError as exc:
+            self.fatal.append(f"worker preflight: {exc}")
+            return
+        os.makedirs(self.report_dir, exist_ok=True)
+        with open(os.path.join(self.report_dir, "preflight.txt"), "w", encoding="utf-8") as f:
+            f.write(result.pop("transcript", ""))
+        self._use_preflight(result)
+
+    def _use_preflight(self, result: dict) -> None:
+        self.wctx.preflight = result
+        desc = self.wctx.desc
+        if desc.tool_call is None and result.get("tool_call"):
+            desc.tool_call = result["tool_call"]
+        if result.get("tool_note"):
+            desc.tool_call_note = result["tool_note"]
 
     def _init_daemon(self):
         opt = self.config.getoption
@@ -291,9 +319,9 @@ class State:
             cmd += ["--worker", desc.command_line()]
             for p in desc.profiles:
                 cmd += ["--worker-profile", p]
-            for item in opt("worker_env"):
-                cmd += ["--worker-env", item]
-            cmd += ["--wait-timeout", str(opt("wait_timeout"))]
+            for env_item in opt("worker_env"):  # not `item`: the test's node, used below
+                cmd += ["--worker-env", env_item]
+            cmd += ["--mcp-version", desc.mcp_version, "--wait-timeout", str(opt("wait_timeout"))]
         else:
             cmd += ["--daemon", self.ctx.daemon]
             if self.ctx.profile.path:
@@ -342,25 +370,22 @@ class State:
         return problems
 
     def worker_item_problems(self, item) -> list[str]:
-        """A worker test runs under one worker profile, at least that of every
-        clause it cites (else a plain worker would be judged on a jsonrpc
-        clause), and requires only facts a description can give."""
+        """A worker test cites clauses that name their profiles, not only MAY
+        clauses (a permission cannot be failed, and must not warn), talks one
+        profile at most (worker_profile), and requires only facts a
+        description can give."""
         problems = []
-        marks = [m for m in item.iter_markers("worker_profile")]
-        for m in marks:
+        for m in item.iter_markers("worker_profile"):
             if len(m.args) != 1 or m.args[0] not in PROFILES:
                 problems.append(f"{item.nodeid}: @pytest.mark.worker_profile{m.args!r}: one of "
                                 f"{', '.join(PROFILES)}")
-        if problems:
-            return problems
-        profile = self.item_worker_profile(item)
-        for cid in self.item_clauses(item):
-            clause = self.registry[cid] if self.registry is not None and cid in self.registry else None
-            if clause is not None and clause.profile is None:
-                problems.append(f"{item.nodeid}: {cid} has no 'profile:' in its Notes")
-            elif clause is not None and profile_rank(clause.profile) > profile_rank(profile):
-                problems.append(f"{item.nodeid}: cites {cid} (profile {clause.profile}) but runs under "
-                                f"the {profile} profile")
+        clauses = [self.registry[c] for c in self.item_clauses(item)
+                   if self.registry is not None and c in self.registry]
+        for clause in clauses:
+            if clause.profiles is None:
+                problems.append(f"{item.nodeid}: {clause.id} has no 'profiles:' at the start of its Notes")
+        if clauses and all(c.level == "MAY" for c in clauses):
+            problems.append(f"{item.nodeid}: cites only MAY clauses: a permission cannot be failed")
         for m in item.iter_markers("requires"):
             bad = [f for f in m.args if f not in FACTS]
             if bad:
@@ -368,13 +393,21 @@ class State:
                                 f"{', '.join(FACTS)}")
         return problems
 
-    def item_worker_profile(self, item) -> str:
+    def worker_unsupported(self, item) -> str | None:
+        """Why the worker under test is not judged by this test, or None:
+        a cited clause belongs to no profile it claims (in its MCP revision),
+        or the test talks a profile it does not claim."""
+        desc = self.wctx.desc
+        claims = ", ".join(desc.claims) or "nothing"
+        for cid in self.item_clauses(item):
+            clause = self.registry[cid]
+            if not clause_applies(clause.profiles, desc.claims, desc.mcp_version):
+                where = ", ".join(f"{p} {' '.join(r)}".strip() for p, r in (clause.profiles or {}).items())
+                return f"the worker claims {claims} (MCP {desc.mcp_version}); {cid} belongs to {where}"
         m = item.get_closest_marker("worker_profile")
-        if m is not None and m.args:
-            return m.args[0]
-        ranks = [profile_rank(self.registry[c].profile) for c in self.item_clauses(item)
-                 if self.registry is not None and c in self.registry and self.registry[c].profile in PROFILES]
-        return PROFILES[max(ranks, default=0)]
+        if m is not None and m.args and not speaks(desc.claims, m.args[0]):
+            return f"the worker claims {claims}; this test talks {m.args[0]}"
+        return None
 
     def pytest_ignore_collect(self, collection_path, config):
         """A daemon run leaves worker_tests/ alone and a worker run tests/,
@@ -432,6 +465,10 @@ class State:
             if not keep:
                 self.nothing_selected = True
 
+    def pytest_collection_finish(self, session):
+        if self.worker_mode:  # which root-cause tests run: only those can block others
+            self.wctx.selected = {it.name.split("[")[0] for it in session.items}
+
     def pytest_collectreport(self, report):
         if report.failed:
             self.collection_errors.append({"where": report.nodeid or "(session)",
@@ -441,6 +478,8 @@ class State:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         node.workerinput["sb_seed"] = self.seed
+        if self.worker_mode:
+            node.workerinput["sb_preflight"] = self.wctx.preflight
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
@@ -553,7 +592,8 @@ class State:
                     "mock_worker": self.ctx.mock_worker}
         d = self.wctx.desc
         return {"daemon": d.command_line(),
-                "profile": f"{d.path or '(command line)'}; worker profiles {', '.join(d.claims) or 'none'}",
+                "profile": f"{d.path or '(command line)'}; worker profiles {', '.join(d.claims) or 'none'}"
+                           + (f"; MCP {d.mcp_version}" if "mcp" in d.claims else ""),
                 "mock_worker": "(none: worker mode)"}
 
     def worker_subject(self) -> dict | None:
@@ -561,7 +601,9 @@ class State:
             return None
         d = self.wctx.desc
         return {"name": d.name, "command": d.command_line(), "description": d.path, "claims": d.claims,
-                "env": d.env, "answer_timeout": self.wctx.timeout, "drain_timeout": d.drain_timeout}
+                "env": d.env, "answer_timeout": self.wctx.timeout, "drain_timeout": d.drain_timeout,
+                "mcp_version": d.mcp_version if "mcp" in d.claims else None,
+                "tool_call": d.tool_call_note, "root_causes": self.wctx.preflight.get("findings", [])}
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -602,6 +644,9 @@ class State:
         tr.write_sep("=", "stdio Bus conformance")
         for msg in s.fatal:
             tr.write_line(f"harness error: {msg}", red=True)
+        for f in (s.worker or {}).get("root_causes", []):  # worker preflight
+            tr.write_line(f"root cause: {f['summary']} ({f['clause']}, {f['test']}); the tests "
+                          "that stand on it are blocked", red=True)
         for e in s.collection_errors:
             tr.write_line(f"collection error in {e['where']}:", red=True)
             for line in e["message"].splitlines()[:20]:

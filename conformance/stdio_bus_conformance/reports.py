@@ -204,6 +204,10 @@ def report_md(s: RunSummary) -> str:
                 f"- judged on the profiles: {', '.join(w.get('claims') or []) or 'none'}",
                 f"- environment: {', '.join(f'`{k}={v}`' for k, v in (w.get('env') or {}).items()) or '(inherited)'}",
                 f"- answer deadline {w.get('answer_timeout')} s, drain timeout {w.get('drain_timeout')} s"]
+        out += [f"- MCP revision: {w['mcp_version']}"] if w.get("mcp_version") else []
+        out += [f"- tool call: {w['tool_call']}"] if w.get("tool_call") else []
+        out += [f"- root cause (preflight): {f['summary']}: named by {f['clause']} in `{f['test']}`; "
+                "the tests that stand on it are blocked" for f in w.get("root_causes") or []]
     out += [f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses)",
             f"- seed: {m.get('seed')}, started {m.get('started_at')}, {m.get('duration', 0):.1f} s",
             f"- result: **{summary_line(s.counts)}** (exit {s.verdict.exit_code}"

@@ -25,8 +25,10 @@ CHECKS = ("black-box", "inspection", "worker-side", "client-side")
 ID_RE = re.compile(r"^SB-(?:[0-9]+(?:\.[0-9]+)*|[A-Z])-[1-9][0-9]*$")
 
 CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
-# WORKER_SPEC.md rows start their Notes with the worker profile they belong to
-_PROFILE_NOTE = re.compile(r"^profile:\s*([a-z]+)\b")
+# WORKER_SPEC.md rows start their Notes with the worker profiles whose sources require
+# them: "profiles: plain, jsonrpc, mcp 2025-03-26." (a name may be followed by MCP revisions)
+_PROFILES_NOTE = re.compile(r"^profiles:\s*([^.]*)\.")
+_PROFILE_ITEM = re.compile(r"^([a-z]+)((?:\s+\d{4}-\d{2}-\d{2})*)$")
 
 
 @dataclass(frozen=True)
@@ -51,11 +53,21 @@ class Clause:
         return self.section.split(".", 1)[0]
 
     @property
-    def profile(self) -> str | None:
-        """The worker profile of a WORKER_SPEC.md clause ("plain", "jsonrpc",
-        "mcp"), from the start of its Notes; None for SPEC.md clauses."""
-        m = _PROFILE_NOTE.match(self.notes)
-        return m.group(1) if m else None
+    def profiles(self) -> dict | None:
+        """The worker profiles of a WORKER_SPEC.md clause, from the start of
+        its Notes: {"jsonrpc": (), "mcp": ("2025-03-26",)}, an empty tuple
+        meaning every MCP revision; None for SPEC.md clauses and for Notes
+        that do not parse."""
+        m = _PROFILES_NOTE.match(self.notes)
+        if not m:
+            return None
+        out = {}
+        for item in m.group(1).split(","):
+            im = _PROFILE_ITEM.match(item.strip())
+            if not im:
+                return None
+            out[im.group(1)] = tuple(im.group(2).split())
+        return out or None
 
 
 def find_spec(explicit: str | os.PathLike | None = None, name: str = "SPEC.md") -> Path:

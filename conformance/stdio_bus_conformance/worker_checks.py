@@ -22,6 +22,14 @@ def complete(lines) -> list[Line]:
     return [line for line in lines if line.complete]
 
 
+def answers(lines) -> list[Line]:
+    """The lines that answer something: responses and arrays. Notifications
+    and requests a worker writes on its own (MCP: at any time) are not
+    answers (WORKER_SPEC.md, Profiles)."""
+    return [line for line in lines if line.kind in ("response", "batch") or line.obj is None
+            or wj.kind(line.obj) == "other"]
+
+
 def messages(lines):
     """(line, object) of every line that is JSON, batch elements flattened."""
     for line in lines:
@@ -50,14 +58,15 @@ def error_response(line: Line, code: int, what: str) -> dict:
     return obj
 
 
-def one_error(before: list[Line], code: int, what: str, id_null: bool = False) -> dict:
-    """Exactly one line, an error response of this code (id null if asked)."""
+def one_error(before: list[Line], code: int, what: str, id_ok=None) -> dict:
+    """Exactly one answer among the lines, an error response of this code;
+    id_ok(obj): whether its id is right (None: not judged)."""
+    before = answers(before)
     assert len(before) == 1, (f"{what}: expected one error response of code {code}, "
-                              f"the worker wrote {len(before)} lines: {show(before)}")
+                              f"the worker answered {len(before)} times: {show(before)}")
     obj = error_response(before[0], code, what)
-    if id_null:
-        assert "id" in obj and obj["id"] is None, \
-            f"{what}: the error's id must be null, got {before[0].data[:300]!r}"
+    if id_ok is not None:
+        assert id_ok(obj), f"{what}: the error's id must be null, got {before[0].data[:300]!r}"
     return obj
 
 

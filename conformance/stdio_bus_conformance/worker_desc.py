@@ -7,7 +7,8 @@ its environment, and the few facts some clauses need.
 
     name = "ref_worker"
     command = ["./ref_worker"]        # relative to this file; --worker overrides
-    profiles = ["mcp"]                # plain | jsonrpc | mcp; each implies those below
+    profiles = ["plain", "mcp"]       # plain | jsonrpc | mcp: each judged on its own sources
+    mcp_version = "2025-11-25"        # the MCP revision (default: the newest known); --mcp-version
     verbose_args = ["--verbose"]      # its most verbose option (SB-W-4)
     answer_timeout = 5.0              # "at once" (default: run.py --wait-timeout)
     drain_timeout = 30.0              # SIGTERM -> exit (SB-W-11; the daemon's default)
@@ -28,10 +29,13 @@ its environment, and the few facts some clauses need.
     long_call = { name = "slow", arguments = { ms = "{ms}", steps = "{steps}" } }
     ask_call = { name = "sample", arguments = { prompt = "{text}" } }
 
-In `[mcp]` arguments, a string that is exactly "{ms}", "{steps}" or "{text}"
-becomes the value the test picks (a number for ms and steps); "{text}" inside
-a longer string is replaced by the text. A long_call without "{ms}" needs
-`long_call_ms`, how long it runs.
+In `[mcp]` arguments, a string that is exactly "{ms}", "{seconds}", "{steps}"
+or "{text}" becomes the value the test picks (a number for ms, seconds and
+steps); "{text}" inside a longer string is replaced by the text. A long_call
+without "{ms}" or "{seconds}" needs `long_call_ms`, how long it runs.
+
+An MCP worker without a tool_call gets one from its own tools/list (see
+discover_tool_call): the preflight asks for it once per run.
 """
 
 from __future__ import annotations
@@ -47,20 +51,35 @@ from pathlib import Path
 
 from .errors import HarnessError
 
-PROFILES = ("plain", "jsonrpc", "mcp")  # each profile includes the ones before it
+PROFILES = ("plain", "jsonrpc", "mcp")  # none implies another (WORKER_SPEC.md, Profiles)
+MCP_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")  # the MCP revisions the suite knows
+DEFAULT_MCP_VERSION = MCP_VERSIONS[-1]
 FACTS = ("request", "failing_request", "invalid_params_request", "tool_call", "long_call", "ask_call",
          "verbose_args")
-_PLACEHOLDER = re.compile(r"\{(ms|steps|text)\}")
+_PLACEHOLDER = re.compile(r"\{(ms|seconds|steps|text)\}")
 
 
-def closure(profiles) -> list[str]:
-    """The profiles a worker is judged on: those it claims and those below."""
-    top = max((PROFILES.index(p) for p in profiles), default=-1)
-    return list(PROFILES[:top + 1])
+def canonical(profiles) -> list[str]:
+    """The claimed profiles, once each, in the order of PROFILES."""
+    return [p for p in PROFILES if p in set(profiles)]
 
 
-def profile_rank(name: str) -> int:
-    return PROFILES.index(name)
+def clause_applies(clause_profiles: dict | None, claims, mcp_version: str) -> bool:
+    """A clause applies to a worker that claims one of its profiles (for
+    `mcp`, in one of the revisions listed, if any)."""
+    for name, revisions in (clause_profiles or {}).items():
+        if name in claims and (name != "mcp" or not revisions or mcp_version in revisions):
+            return True
+    return False
+
+
+def speaks(claims, vehicle: str) -> bool:
+    """Whether a test that talks `vehicle` can run: `mcp` needs an MCP
+    server, `jsonrpc` a worker with JSON-RPC error codes (a JSON-RPC peer or
+    an MCP server), `plain` a stdio Bus worker."""
+    if vehicle == "jsonrpc":
+        return "jsonrpc" in claims or "mcp" in claims
+    return vehicle in claims
 
 
 @dataclass
@@ -79,11 +98,25 @@ class WorkerDescription:
     long_call: dict | None = None
     long_call_ms: int | None = None
     ask_call: dict | None = None
+    mcp_version: str | None = None
+    tool_call_note: str = ""                        # where tool_call comes from
     path: str | None = None
 
     @property
     def claims(self) -> list[str]:
-        return closure(self.profiles)
+        return canonical(self.profiles)
+
+    @property
+    def bus(self) -> bool:
+        """A stdio Bus worker: it is sent sessionIds and raw-token ids."""
+        return "plain" in self.claims
+
+    @property
+    def mcp_handshake(self) -> bool:
+        """An MCP server that is not a bus worker: each process it runs is
+        initialized first, as an MCP client does (behind the bus it must
+        serve without, SB-R-4)."""
+        return "mcp" in self.claims and "plain" not in self.claims
 
     def claims_profile(self, profile: str) -> bool:
         return profile in self.claims
@@ -98,8 +131,6 @@ class WorkerDescription:
     def has(self, fact: str) -> bool:
         if fact == "request":
             return True
-        if fact == "invalid_params_request":
-            return self.invalid_params_request is not None or self.claims_profile("mcp")
         return getattr(self, fact) is not None
 
     def argv(self, extra=()) -> list[str]:
@@ -181,7 +212,7 @@ def load(path: str | os.PathLike) -> WorkerDescription:
     except tomllib.TOMLDecodeError as exc:
         raise HarnessError(f"{where}: {exc}") from None
     known = {"name", "command", "profiles", "env", "verbose_args", "answer_timeout", "drain_timeout",
-             "request", "jsonrpc", "mcp"}
+             "mcp_version", "request", "jsonrpc", "mcp"}
     unknown = set(data) - known
     if unknown:
         raise HarnessError(f"{where}: unknown keys {sorted(unknown)}")
@@ -197,6 +228,8 @@ def load(path: str | os.PathLike) -> WorkerDescription:
         d.command[0] = str((path.resolve().parent / d.command[0]).resolve())
     if "profiles" in data:
         d.profiles = _check_profiles(data["profiles"], where)
+    if "mcp_version" in data:
+        d.mcp_version = check_mcp_version(data["mcp_version"], where)
     if "env" in data:
         if not isinstance(data["env"], dict):
             raise HarnessError(f"{where}: env must be a table")
@@ -227,9 +260,19 @@ def load(path: str | os.PathLike) -> WorkerDescription:
         if not isinstance(mcp["long_call_ms"], int) or mcp["long_call_ms"] <= 0:
             raise HarnessError(f"{where} [mcp]: long_call_ms must be a positive integer")
         d.long_call_ms = mcp["long_call_ms"]
-    if d.long_call is not None and not mentions(d.long_call, "ms") and d.long_call_ms is None:
-        raise HarnessError(f"{where} [mcp]: long_call has no \"{{ms}}\" argument: give long_call_ms")
+    if d.long_call is not None and not (mentions(d.long_call, "ms") or mentions(d.long_call, "seconds")) \
+            and d.long_call_ms is None:
+        raise HarnessError(f"{where} [mcp]: long_call has no \"{{ms}}\" or \"{{seconds}}\" argument: "
+                           "give long_call_ms")
+    if d.tool_call is not None:
+        d.tool_call_note = "from the description"
     return d
+
+
+def check_mcp_version(value, where: str) -> str:
+    if value not in MCP_VERSIONS:
+        raise HarnessError(f"{where}: MCP revision {value!r} unknown (known: {', '.join(MCP_VERSIONS)})")
+    return value
 
 
 def parse_env(items) -> dict:
@@ -256,9 +299,14 @@ def resolve_program(argv: list[str]) -> list[str]:
     return [prog] + list(argv[1:])
 
 
-def from_options(command: str | None, profiles, env_items, description: str | None) -> WorkerDescription:
+def from_options(command: str | None, profiles, env_items, description: str | None,
+                 mcp_version: str | None = None) -> WorkerDescription:
     """The description of this run: the file (if any), then the options."""
     d = load(description) if description else WorkerDescription()
+    if mcp_version:
+        d.mcp_version = check_mcp_version(mcp_version, "--mcp-version")
+    if d.mcp_version is None:
+        d.mcp_version = DEFAULT_MCP_VERSION
     if command:
         try:
             d.command = shlex.split(command)
@@ -284,3 +332,67 @@ def problems(d: WorkerDescription) -> list[str]:
         out.append("the worker claims no profile: pass --worker-profile plain|jsonrpc|mcp "
                    "(or give profiles in the description)")
     return out
+
+
+# -- a tool the suite may call, found in tools/list ---------------------------------------
+_SIMPLE = {"string": "{text}", "number": 1, "integer": 1, "boolean": False}
+
+
+def _value_for(schema) -> tuple[bool, object]:
+    """(True, a value the property schema accepts) or (False, None)."""
+    if not isinstance(schema, dict):
+        return False, None
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return True, schema["enum"][0]
+    if "const" in schema:
+        return True, schema["const"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k in _SIMPLE), None)
+    if kind in _SIMPLE:
+        return True, _SIMPLE[kind]
+    return False, None
+
+
+def discover_tool_call(tools) -> tuple[dict | None, str]:
+    """The tool call of an MCP worker without a description's tool_call, and
+    a note saying why (WORKER_SPEC.md, Profiles): among the tools annotated
+    read-only (readOnlyHint) and not open-world, one whose required
+    arguments the suite can fill (strings, numbers, booleans, enums); a tool
+    whose only required argument is a string first (it takes the text),
+    then one without required arguments, then by name. None when no tool
+    is safe to call or can be satisfied: the tool-call tests are then not
+    judged."""
+    if not isinstance(tools, list):
+        return None, "tools/list gave no tool list"
+    candidates = []
+    for t in tools:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            continue
+        ann = t.get("annotations") if isinstance(t.get("annotations"), dict) else {}
+        if ann.get("readOnlyHint") is not True or ann.get("openWorldHint") is True:
+            continue
+        schema = t.get("inputSchema") if isinstance(t.get("inputSchema"), dict) else {}
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        required = schema.get("required") if isinstance(schema.get("required"), list) else []
+        args, ok = {}, True
+        for name in required:
+            good, value = _value_for(props.get(name))
+            ok = ok and isinstance(name, str) and good
+            if ok:
+                args[name] = value
+        if not ok:
+            continue
+        texts = [k for k, v in args.items() if v == "{text}"]
+        if len(texts) > 1:  # one text only; the others get a plain word
+            for k in texts[1:]:
+                args[k] = "suite"
+        rank = 0 if len(required) == 1 and texts else 1 if not required else 2
+        candidates.append((rank, len(required), t["name"], args))
+    if not candidates:
+        return None, ("no tool of tools/list is annotated read-only and closed-world with arguments "
+                      "the suite can fill: the tool-call tests are not judged")
+    rank, _, name, args = min(candidates, key=lambda c: c[:3])
+    note = f"discovered in tools/list: {name!r} (read-only" + \
+        (", takes the text)" if rank == 0 else ", no text argument)")
+    return {"name": name, "arguments": args}, note

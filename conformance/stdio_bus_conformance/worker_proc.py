@@ -90,6 +90,7 @@ class WorkerProc:
         self.returncode: int | None = None
         self.killed = False
         self.lines: list[Line] = []          # every line, in arrival order
+        self.request_keys: set = set()       # id keys of every request the suite wrote
         self.stdout = bytearray()            # every byte, exactly
         self._stderr = bytearray()
         self._queue: collections.deque[Line] = collections.deque()
@@ -97,6 +98,11 @@ class WorkerProc:
         self._eof = False
         self._cond = threading.Condition()
         self._stdin_closed = False
+        # auto_reply(proc, line): answers a request the worker sent, called from
+        # the waits (take) of the test's own thread; None: the test answers them
+        self.auto_reply = None
+        # before_signal(sig): may refuse (skip) a signal the test would send
+        self.before_signal = None
         recorder.note(f"{name}: start: {' '.join(self.argv)}")
         try:
             self.proc = subprocess.Popen(self.argv, cwd=cwd, env=env, start_new_session=True,
@@ -163,6 +169,10 @@ class WorkerProc:
         if self._stdin_closed:
             raise HarnessError(f"{self.name}: send() after close_stdin()")
         self.recorder.add(f"suite -> {self.name}", bytes(data))
+        for line in bytes(data).split(b"\n"):
+            obj = wj.parse(line) if b'"method"' in line else None
+            if wj.kind(obj) == "request":
+                self.request_keys.add(wj.key_of(obj["id"]))
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         view = memoryview(bytes(data))
         while view:
@@ -227,23 +237,37 @@ class WorkerProc:
 
     def take(self, pred, timeout: float | None = None, what: str = "a line") -> Line:
         """The first queued line satisfying pred, removed from the queue (the
-        others stay, in order); waits for it until the deadline."""
+        others stay, in order); waits for it until the deadline. Meanwhile,
+        with auto_reply set, the requests the worker sends are answered (and
+        leave the queue) unless pred wants them."""
         timeout = self._timeout(timeout)
         deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
+        while True:
+            with self._cond:
                 for i, line in enumerate(self._queue):
                     if pred(line):
                         del self._queue[i]
                         return line
-                if self._eof:
-                    raise WorkerError(f"{self.name}: the worker closed its stdout before {what}"
-                                      + self._exit_note())
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise WorkerTimeout(f"{self.name}: no {what} within {timeout:g} s"
-                                        + self._queue_note())
-                self._cond.wait(left)
+                asks = [line for line in self._queue if line.kind == "request"] if self.auto_reply else []
+                for line in asks:
+                    self._queue.remove(line)
+                if not asks:
+                    if self._eof:
+                        raise WorkerError(f"{self.name}: the worker closed its stdout before {what}"
+                                          + self._exit_note())
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise WorkerTimeout(f"{self.name}: no {what} within {timeout:g} s"
+                                            + self._queue_note())
+                    self._cond.wait(left)
+                    continue
+            for line in asks:  # outside the lock: send() may wait for the worker to read
+                if self._stdin_closed:
+                    break  # end of input: no answer can reach it any more
+                try:
+                    self.auto_reply(self, line)
+                except WorkerError:
+                    pass  # its stdin is closed: it learns that by itself
 
     def recv_line(self, timeout: float | None = None) -> Line:
         return self.take(lambda line: True, timeout, "line")
@@ -324,7 +348,11 @@ class WorkerProc:
     def running(self) -> bool:
         return self.proc.poll() is None
 
-    def signal(self, sig: int) -> None:
+    def signal(self, sig: int, guard: bool = True) -> None:
+        """Sends sig. guard: let before_signal refuse it (a test blocked by
+        a root cause the preflight found)."""
+        if guard and self.before_signal is not None:
+            self.before_signal(sig)
         self.recorder.note(f"{self.name}: suite sends {signal.Signals(sig).name}")
         try:
             os.kill(self.pid, sig)
@@ -346,8 +374,9 @@ class WorkerProc:
         return self.returncode
 
     def finish(self, eof_timeout: float | None = None, term_timeout: float | None = None) -> str:
-        """Ends the worker for tests that only need all of its output: end of
-        input; if it does not exit, SIGTERM; then SIGKILL. Returns how it
+        """Ends the worker for tests that only need all of its output, as an
+        MCP client does (MCP lifecycle, Shutdown): end of input; if it does
+        not exit, SIGTERM; then SIGKILL. Returns how it
         ended: "eof", "sigterm" or "killed" (a test that judges the ending
         itself uses close_stdin/signal/wait_exit instead)."""
         self.close_stdin()
@@ -357,7 +386,7 @@ class WorkerProc:
         except WorkerTimeout:
             pass
         try:
-            self.signal(signal.SIGTERM)
+            self.signal(signal.SIGTERM, guard=False)
             self.wait_exit(term_timeout)
             return "sigterm"
         except (WorkerTimeout, WorkerError):

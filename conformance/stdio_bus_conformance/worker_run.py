@@ -11,6 +11,15 @@ under test.
 
 Every builder returns a Msg: the exact line to write (raw tokens, so ids like
 `1.0` can be sent) and the key its answer is matched by.
+
+How the suite talks follows from the profiles the worker claims
+(WORKER_SPEC.md, Profiles): a sessionId is sent only to a `plain` worker (the
+`session=` arguments are dropped otherwise); an MCP server that is not a bus
+worker is initialized when spawned; requests the worker sends on its own are
+answered as its client would, whenever a test waits (spawn(auto_reply=False)
+for tests that answer them themselves). What the preflight found
+(worker_preflight) blocks the tests that would stand on it: they are skipped
+with a reason that starts "blocked:" and names the root cause.
 """
 
 from __future__ import annotations
@@ -20,20 +29,26 @@ import json
 import os
 import random
 import shutil
+import signal
 import tempfile
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 from . import worker_json as wj
 from .errors import HarnessError
 from .transcript import Recorder, render
-from .worker_desc import WorkerDescription, fill
+from .worker_desc import WorkerDescription, fill, mentions
 from .worker_proc import Line, WorkerError, WorkerProc, WorkerTimeout
 
 SAMPLING_RESULT = {"role": "assistant", "content": {"type": "text", "text": "the suite answers"},
                    "model": "sb-conformance", "stopReason": "endTurn"}
+CLIENT_INFO = {"name": "stdio-bus-conformance", "version": "0.1.0"}
+# what the suite declares as an MCP client: it answers sampling requests (SAMPLING_RESULT)
+CLIENT_CAPABILITIES = {"sampling": {}}
 
 
 @dataclass
@@ -42,6 +57,12 @@ class WorkerContext:
     desc: WorkerDescription
     seed: int
     timeout: float  # answer deadline ("at once")
+    preflight: dict = field(default_factory=dict)  # worker_preflight.run(): findings, tool call
+    selected: set | None = None  # names of the test functions this run runs (None: unknown)
+
+    @property
+    def mcp_version(self) -> str:
+        return self.desc.mcp_version
 
 
 @dataclass(frozen=True)
@@ -80,8 +101,12 @@ def _tok(value) -> bytes | None:
     return value if isinstance(value, bytes) else wj.token(value)
 
 
+# the clauses about sessionIds: their tests cannot run without sending one
+SESSION_CLAUSES = frozenset({"SB-W-9", "SB-W-10", "SB-W-12", "SB-R-2", "SB-R-5", "SB-F-11"})
+
+
 class WorkerRun:
-    def __init__(self, ctx: WorkerContext, nodeid: str):
+    def __init__(self, ctx: WorkerContext, nodeid: str, clauses=()):
         self.ctx = ctx
         self.desc = ctx.desc
         self.nodeid = nodeid
@@ -93,11 +118,46 @@ class WorkerRun:
         self.recorder = Recorder()
         self.procs: list[WorkerProc] = []
         self._ids = itertools.count(1)
+        self.test_name = nodeid.split("::")[-1].split("[")[0]
+        self.clauses = set(clauses)
+        self.findings = {f["key"]: f for f in (ctx.preflight or {}).get("findings", [])}
+        foreign = self.findings.get("foreign-member")
+        # sessionIds go to a bus worker, unless it drops messages that carry one (preflight):
+        # then only the test that names that root cause sends them
+        if foreign is not None and ctx.selected is not None and foreign["test"] not in ctx.selected:
+            foreign = None
+        self.sessions_ok = self.desc.bus and (foreign is None or foreign["test"] == self.test_name)
+
+    # -- what the preflight found ---------------------------------------------------------
+    def blocked_by(self, key: str) -> None:
+        """Skips the test as blocked when the preflight found the root cause
+        `key` and this test is not the one that names it."""
+        f = self.findings.get(key)
+        selected = self.ctx.selected
+        # a root cause whose own test is left out of the run is not named: nothing is blocked by it
+        if f is not None and f["test"] != self.test_name and (selected is None or f["test"] in selected):
+            pytest.skip(f"blocked: {f['summary']} (root cause, named by {f['clause']} in {f['test']})")
+
+    def uses_sessions(self) -> bool:
+        """Whether this test may send sessionIds (in raw lines of its own):
+        to a bus worker, unless the preflight found it drops such messages.
+        A test of a session clause is then blocked; others go on without."""
+        if self.desc.bus and not self.sessions_ok and self.clauses & SESSION_CLAUSES:
+            self.blocked_by("foreign-member")
+        return self.sessions_ok
 
     # -- processes -------------------------------------------------------------------
-    def spawn(self, extra_args=(), env: dict | None = None, verbose: bool = False) -> WorkerProc:
+    def spawn(self, extra_args=(), env: dict | None = None, verbose: bool = False,
+              handshake: bool | None = None, auto_reply: bool = True) -> WorkerProc:
         """Starts a worker: the description's command (plus its verbose_args
-        when verbose), its environment on top of the suite's."""
+        when verbose), its environment on top of the suite's. handshake (by
+        default for an MCP server that is not a bus worker): initialize it
+        first, as an MCP client does. auto_reply: answer the requests it
+        sends whenever the test waits (False: the test answers them)."""
+        self.blocked_by("silent")
+        handshake = self.desc.mcp_handshake if handshake is None else handshake
+        if handshake:
+            self.blocked_by("initialize")
         args = list(extra_args) + (list(self.desc.verbose_args or []) if verbose else [])
         full_env = dict(os.environ)
         full_env.update(self.desc.env)
@@ -105,10 +165,56 @@ class WorkerRun:
         p = WorkerProc(self.desc.argv(args), full_env, self.workdir, self.recorder,
                        f"worker#{len(self.procs) + 1}", self.timeout)
         self.procs.append(p)
+        p.auto_reply = self.reply_to if auto_reply else None
+        p.before_signal = self._before_signal
+        if handshake:
+            self.handshake(p)
         return p
+
+    def _before_signal(self, sig: int) -> None:
+        if sig == signal.SIGTERM:
+            self.blocked_by("sigterm")
+
+    def handshake(self, proc: WorkerProc) -> dict:
+        """initialize (the run's MCP revision), then notifications/initialized:
+        what an MCP client sends first; then a ping round trip, while which
+        the requests the worker sends on being initialized (roots/list...)
+        are answered, so a test starts on a settled session. Returns the
+        initialize result."""
+        m = self.initialize(id=f"sb-init-{self.next_id()}")
+        proc.send(m.line)
+        line = self.serve(proc, m.key)
+        result = line.obj.get("result")
+        if not isinstance(result, dict):
+            raise WorkerError(f"{proc.name}: initialize failed, so the MCP session cannot start: "
+                              f"{line.data[:300]!r}")
+        ping = self.rpc("ping", id=f"sb-init-{self.next_id()}")
+        proc.send(self.notification("notifications/initialized").line + ping.line)
+        self.serve(proc, ping.key)
+        return result
 
     def claims(self, profile: str) -> bool:
         return self.desc.claims_profile(profile)
+
+    @property
+    def bus(self) -> bool:
+        """A stdio Bus worker (`plain`): sessionIds and raw-token ids."""
+        return self.desc.bus
+
+    def speaks_jsonrpc(self) -> bool:
+        return self.claims("jsonrpc") or self.claims("mcp")
+
+    def takes_batches(self) -> bool:
+        """JSON-RPC batches are the worker's business: `jsonrpc`, or `mcp`
+        of a revision that has them (WORKER_SPEC.md, SB-J-12)."""
+        return self.claims("jsonrpc") or (self.claims("mcp") and self.desc.mcp_version == "2025-03-26")
+
+    def error_id_ok(self, obj: dict) -> bool:
+        """The id of an error whose request id could not be read: null, or
+        for an MCP server of 2025-11-25 or later also absent."""
+        if "id" in obj:
+            return obj["id"] is None
+        return self.claims("mcp") and not self.claims("jsonrpc") and self.desc.mcp_version >= "2025-11-25"
 
     # -- messages --------------------------------------------------------------------
     def next_id(self) -> int:
@@ -116,7 +222,10 @@ class WorkerRun:
 
     def rpc(self, method: str, params=None, *, id=None, session=None, notification: bool = False) -> Msg:
         """A JSON-RPC request (or notification). id and session: Python values
-        or raw tokens (bytes); id defaults to a fresh number."""
+        or raw tokens (bytes); id defaults to a fresh number. The session is
+        sent only to a bus worker."""
+        if session is not None and not self.uses_sessions():
+            session = None
         if notification:
             return Msg(envelope(method=method, params=params, session=_tok(session)))
         id_tok = _tok(self.next_id() if id is None else id)
@@ -135,21 +244,10 @@ class WorkerRun:
         r = self._fact("failing_request")
         return self.rpc(r["method"], r.get("params"), id=id, session=session)
 
-    def invalid_params_requests(self, *, session=None) -> list[Msg]:
-        """Requests whose params their method cannot take: the description's,
-        and for an MCP worker initialize without protocolVersion and tools/call
-        with arguments that are not an object."""
-        out = []
-        if self.desc.invalid_params_request is not None:
-            r = self.desc.invalid_params_request
-            out.append(self.rpc(r["method"], r.get("params"), session=session))
-        if self.claims("mcp"):
-            out.append(self.rpc("initialize", {"capabilities": {}, "clientInfo": CLIENT_INFO}, session=session))
-            name = (self.desc.tool_call or {}).get("name", "echo")
-            out.append(self.rpc("tools/call", {"name": name, "arguments": 5}, session=session))
-        if not out:
-            raise HarnessError("the worker description gives no invalid_params_request")
-        return out
+    def invalid_params_request(self, *, session=None) -> Msg:
+        """The description's request whose params its method cannot take."""
+        r = self._fact("invalid_params_request")
+        return self.rpc(r["method"], r.get("params"), session=session)
 
     def call_params(self, fact: str, *, token=None, **values) -> dict:
         """params of a tools/call for an [mcp] fact (tool_call, long_call,
@@ -157,6 +255,8 @@ class WorkerRun:
         c = self._fact(fact)
         values.setdefault("text", "hello from the suite")
         values.setdefault("steps", 1)
+        if "ms" in values:
+            values.setdefault("seconds", values["ms"] / 1000)
         params = {"name": c["name"], "arguments": fill(c.get("arguments", {}), values)}
         if token is not None:
             params["_meta"] = {"progressToken": token}
@@ -175,17 +275,24 @@ class WorkerRun:
 
     def long_ms(self, ms: int) -> int:
         """How long a long_call asked to run `ms` actually runs."""
-        from .worker_desc import mentions
         c = self._fact("long_call")
-        return ms if mentions(c, "ms") else int(self.desc.long_call_ms)
+        return ms if mentions(c, "ms") or mentions(c, "seconds") else int(self.desc.long_call_ms)
 
     def long_steps(self) -> bool:
-        from .worker_desc import mentions
         return mentions(self._fact("long_call"), "steps")
 
-    def initialize(self, version: str = "2025-06-18", *, id=None, session=None) -> Msg:
-        return self.rpc("initialize", {"protocolVersion": version, "capabilities": {},
-                                       "clientInfo": CLIENT_INFO}, id=id, session=session)
+    def tool_text(self) -> bool:
+        """Whether the tool call carries the test's text (T-1, T-2 need it)."""
+        return mentions(self._fact("tool_call"), "text")
+
+    def initialize(self, version: str | None = None, *, id=None, session=None, params: dict | None = None
+                   ) -> Msg:
+        """initialize with the run's MCP revision (or `version`); params
+        replaces the whole params object."""
+        if params is None:
+            params = {"protocolVersion": version or self.desc.mcp_version,
+                      "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO}
+        return self.rpc("initialize", params, id=id, session=session)
 
     def cancel(self, request_id, *, session=None) -> Msg:
         """notifications/cancelled naming request_id (a Python value or raw token)."""
@@ -278,15 +385,16 @@ class WorkerRun:
         if malformed:
             proc.send_lines([b"{broken\n", b"not json at all\n", b'{"jsonrpc":"2.0"}\n', b"\n", b"  \t \n",
                              b'{"jsonrpc":"2.0","id":"resp-1","result":{}}\n'])
-        if self.claims("jsonrpc"):
+        if self.speaks_jsonrpc():
             proc.send_lines([self.rpc("no/such/method", id="nm", session="s1").line,
                              b'{"jsonrpc":"1.0","id":"v1","method":"ping"}\n',
                              b'{"jsonrpc":"2.0","id":"m5","method":5}\n', b"42\n",
                              b'{"jsonrpc":"2.0","id":"e1","error":{"code":-1,"message":"x"}}\n'])
         if self.claims("mcp"):
-            proc.send_lines([self.initialize(id="init", session="s1").line,
-                             self.notification("notifications/initialized", session="s1").line,
-                             self.rpc("tools/list", id="tl", session="s1").line])
+            if not self.desc.mcp_handshake:  # an MCP server alone was initialized when spawned
+                proc.send_lines([self.initialize(id="init", session="s1").line,
+                                 self.notification("notifications/initialized", session="s1").line])
+            proc.send(self.rpc("tools/list", id="tl", session="s1").line)
             if self.desc.tool_call is not None:
                 proc.send(self.call("tool_call", id="tc", session="s1", text="line\nbreak é").line)
             if self.desc.long_call is not None:
@@ -329,5 +437,3 @@ class WorkerRun:
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-
-CLIENT_INFO = {"name": "stdio-bus-conformance", "version": "0.1.0"}

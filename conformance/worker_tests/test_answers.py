@@ -1,11 +1,13 @@
 """One answer per request, with the request's id and sessionId
-(WORKER_SPEC.md, W and R; `plain`: any worker). The request sent is the one
-the description names (default `ping`); only its id and sessionId vary."""
+(WORKER_SPEC.md, W, J and R). The request sent is the one the description
+names (default `ping`); only its id and sessionId vary. SessionIds go to a
+`plain` worker only (WorkerRun.rpc drops them otherwise)."""
 
 import pytest
 
 from stdio_bus_conformance import worker_json as wj
 from stdio_bus_conformance.worker_checks import complete, same_session, show
+from stdio_bus_conformance.worker_run import envelope
 
 # ids as exact tokens: each must come back byte for byte (SB-R-1)
 ODD_IDS = [b"1.0", b"9007199254740993", b"-0", b"1e2", b"1E+2", b"0.50", b'"\\u0041"', b'"a\\/b"',
@@ -31,8 +33,7 @@ def test_every_complete_line_is_handled(worker):
     answers_of(w, msgs)
 
 
-@pytest.mark.clause("SB-W-6")
-def test_exactly_one_response_per_request(worker):
+def exactly_one_each(worker):
     w = worker.spawn()
     msgs = [worker.request(session="s1" if i % 2 else None) for i in range(20)]
     w.send_lines([m.line for m in msgs[:10]] + [worker.request(notification=True).line])
@@ -47,10 +48,34 @@ def test_exactly_one_response_per_request(worker):
     assert not twice, f"requests answered more than once: {twice}"
 
 
+@pytest.mark.clause("SB-W-6")
+def test_exactly_one_response_per_request(worker):
+    exactly_one_each(worker)
+
+
+@pytest.mark.clause("SB-J-16")
+def test_every_request_gets_exactly_one_response(worker):
+    exactly_one_each(worker)
+
+
+@pytest.mark.clause("SB-W-12")
+def test_a_request_with_members_it_does_not_know_is_answered(worker):
+    # spec 3.5 and 5.1.1: the daemon forwards a client's message unchanged, sessionId and all
+    w = worker.spawn()
+    r = worker.desc.the_request()
+    params = r.get("params")
+    cases = {"sessionId": {"sessionId": "s-foreign"}, "an unknown member": {"sb-extra": {"a": [1, "x"]}},
+             "both": {"sb-trace": "t-1", "sessionId": "s-both"}}
+    for what, extra in cases.items():
+        rid = wj.token(f"foreign-{len(what)}")
+        w.send(envelope(id=rid, method=r["method"], params=params, extra=extra))
+        w.recv_response(wj.id_key(rid))
+
+
 @pytest.mark.clause("SB-W-7")
 def test_response_carries_the_request_id(worker):
     w = worker.spawn()
-    ids = [1, 2, 0, -5, 42, "x", "y z", "", "s-1", 2.5]
+    ids = [1, 2, 0, -5, 42, "x", "y z", "", "s-1"] + ([2.5] if worker.bus else [])  # MCP: integers
     msgs = [worker.request(id=i, session="s1" if n % 2 else None) for n, i in enumerate(ids)]
     w.send_lines([m.line for m in msgs])
     got = answers_of(w, msgs)
@@ -60,7 +85,7 @@ def test_response_carries_the_request_id(worker):
     last = worker.request(id="last")  # whatever the requests made it write comes before this answer
     w.send(last.line)
     w.recv_response(last.key)
-    sent = {m.key for m in msgs} | {last.key}
+    sent = w.request_keys  # these and the suite's own (initialize of the MCP handshake)
     strangers = [line for line in complete(w.lines) if line.kind == "response" and line.id_key not in sent]
     assert not strangers, f"responses whose id no request carried: {show(strangers)}"
 

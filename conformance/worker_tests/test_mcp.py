@@ -1,21 +1,24 @@
-"""An MCP server behind the bus (WORKER_SPEC.md, T, F, R, W; `mcp` profile):
+"""An MCP server, on its own or behind the bus (WORKER_SPEC.md, T, F, R, W):
 lifecycle, tools, progress, cancellation, requests to the client, and the
-end of work with calls in flight. The tool calls are the description's:
-tool_call (answers at once), long_call (runs {ms}, reports progress when
-given a token), ask_call (asks the client, then answers)."""
+end of work with calls in flight. The tool calls are the description's (or,
+for tool_call, one found in tools/list): tool_call (answers at once),
+long_call (runs {ms}, reports progress when given a token), ask_call (asks
+the client, then answers). Every test here talks MCP (worker_profile); those
+citing `plain` clauses (sessions, SIGTERM, readings of the bus) run only for
+a worker that claims both."""
 
 import signal
 
 import pytest
 
 from stdio_bus_conformance import worker_json as wj
-from stdio_bus_conformance.worker_checks import error_response, require, same_session, show
+from stdio_bus_conformance.worker_checks import answers, error_response, require, same_session, show
 from stdio_bus_conformance.worker_proc import WorkerTimeout
+from stdio_bus_conformance.worker_run import CLIENT_INFO
 
-pytestmark = pytest.mark.worker_profile("mcp")  # also the tests citing plain clauses: they use MCP calls
+pytestmark = pytest.mark.worker_profile("mcp")
 
 PARAMS, INTERNAL = -32602, -32603
-LATEST = "2025-06-18"
 
 
 def result_of(line, what):
@@ -28,10 +31,10 @@ def long_deadline(worker, ms):
     return worker.long_ms(ms) / 1000 + worker.timeout
 
 
-def raw_token_in(data: bytes):
-    """Raw bytes of params.progressToken in a line."""
-    params = wj.raw(data, "params")
-    return None if params is None else wj.raw(params, "progressToken")
+def token_key(line):
+    """The progress token of a notifications/progress line, as a JSON value."""
+    params = line.obj.get("params")
+    return wj.key_of(params.get("progressToken")) if isinstance(params, dict) else None
 
 
 def all_progress(lines):
@@ -46,8 +49,8 @@ def worker_requests(lines):
 # -- lifecycle ---------------------------------------------------------------------------
 @pytest.mark.clause("SB-T-8")
 def test_initialize_answers_version_capabilities_and_server_info(worker):
-    w = worker.spawn()
-    m = worker.initialize(LATEST, session="s1")
+    w = worker.spawn(handshake=False)
+    m = worker.initialize(session="s1")
     w.send(m.line)
     res = result_of(w.recv_response(m.key), "initialize")
     assert isinstance(res.get("protocolVersion"), str), f"protocolVersion is not a string: {res}"
@@ -59,12 +62,13 @@ def test_initialize_answers_version_capabilities_and_server_info(worker):
 
 @pytest.mark.clause("SB-T-9")
 def test_initialize_negotiates_the_protocol_version(worker):
-    w = worker.spawn()
+    w = worker.spawn(handshake=False)
     m = worker.initialize("1999-01-01", session="s1")
     w.send(m.line)
     offered = result_of(w.recv_response(m.key), "initialize 1999-01-01").get("protocolVersion")
     assert isinstance(offered, str) and offered != "1999-01-01", \
         f"asked for an unknown version, the worker offered {offered!r}"
+    w = worker.spawn(handshake=False)  # a connection is initialized once (MCP lifecycle)
     again = worker.initialize(offered, session="s2")
     w.send(again.line)
     got = result_of(w.recv_response(again.key), f"initialize {offered}").get("protocolVersion")
@@ -73,7 +77,7 @@ def test_initialize_negotiates_the_protocol_version(worker):
 
 @pytest.mark.clause("SB-T-10")
 def test_initialize_declares_tools(worker):
-    w = worker.spawn()
+    w = worker.spawn(handshake=False)
     m = worker.initialize(session="s1")
     w.send(m.line)
     caps = result_of(w.recv_response(m.key), "initialize").get("capabilities")
@@ -83,12 +87,13 @@ def test_initialize_declares_tools(worker):
 
 @pytest.mark.clause("SB-T-11")
 def test_initialized_notification_gets_nothing(worker):
-    w = worker.spawn()
+    w = worker.spawn(handshake=False)
     m = worker.initialize(session="s1")
     w.send(m.line)
     w.recv_response(m.key)
     before, _ = worker.exchange(w, [worker.notification("notifications/initialized", session="s1").line],
                                 session="s1")
+    before = answers(before)  # what it sends on its own (list_changed...) is no reply
     assert not before, f"notifications/initialized was answered: {show(before)}"
 
 
@@ -148,24 +153,40 @@ def test_every_session_initializes_and_nothing_waits_for_it(worker):
 @pytest.mark.clause("SB-T-5")
 def test_ping_and_tools_list_are_answered_at_once(worker):
     w = worker.spawn()
-    for m in (worker.rpc("ping", session="s1"), worker.rpc("tools/list", session="s1"), worker.rpc("ping")):
+    for m in (worker.rpc("ping", session="s1"), worker.rpc("tools/list", session="s1"), worker.rpc("ping"),
+              worker.rpc("sb/no/such/method", session="s1")):
         w.send(m.line)
         w.recv_response(m.key, worker.timeout)
 
 
-@pytest.mark.requires("invalid_params_request")
 @pytest.mark.clause("SB-J-8")
 def test_initialize_without_version_and_bad_arguments_are_invalid_params(worker):
+    # initialize as the first message of a connection, as a client sends it, without protocolVersion
+    w = worker.spawn(handshake=False)
+    m = worker.initialize(params={"capabilities": {}, "clientInfo": CLIENT_INFO}, session="s1")
+    w.send(m.line)
+    error_response(w.recv_response(m.key), PARAMS, f"request {m.line.strip()!r}")
+    # tools/call whose arguments are not an object (the CallToolRequest schema), on a listed tool
     w = worker.spawn()
-    for m in worker.invalid_params_requests(session="s1"):
-        w.send(m.line)
-        error_response(w.recv_response(m.key), PARAMS, f"request {m.line.strip()!r}")
+    if worker.desc.tool_call is not None:
+        name = worker.desc.tool_call["name"]
+    else:
+        listed = worker.rpc("tools/list", session="s1")
+        w.send(listed.line)
+        tools = result_of(w.recv_response(listed.key), "tools/list").get("tools") or [{}]
+        name = tools[0].get("name") if isinstance(tools[0], dict) else None
+        require(isinstance(name, str), f"tools/list names no tool: {tools!r}")
+    m = worker.rpc("tools/call", {"name": name, "arguments": 5}, session="s1")
+    w.send(m.line)
+    error_response(w.recv_response(m.key), PARAMS, f"request {m.line.strip()!r}")
 
 
 # -- text on one line, in UTF-8 --------------------------------------------------------------
 @pytest.mark.requires("tool_call")
 @pytest.mark.clause("SB-T-1")
 def test_tool_text_with_newlines_comes_back_on_one_line(worker):
+    if not worker.tool_text():
+        pytest.skip("the tool call takes no text")
     w = worker.spawn()
     m = worker.call("tool_call", session="s1", text="one\ntwo\r\nthree\u2028four")
     w.send(m.line)
@@ -176,6 +197,8 @@ def test_tool_text_with_newlines_comes_back_on_one_line(worker):
 @pytest.mark.requires("tool_call")
 @pytest.mark.clause("SB-T-2")
 def test_tool_text_that_is_not_ascii_comes_back_in_utf8(worker):
+    if not worker.tool_text():
+        pytest.skip("the tool call takes no text")
     w = worker.spawn()
     for text in ("caf\u00e9 \U0001F600 \u4e2d", "\u00e9" * 300):
         m = worker.call("tool_call", session="s\u00e9", text=text)
@@ -195,16 +218,16 @@ def test_tool_text_that_is_not_ascii_comes_back_in_utf8(worker):
 @pytest.mark.clause("SB-F-4")
 def test_progress_carries_the_token_and_grows(worker):
     w = worker.spawn()
-    tokens = [b'"tok-1"', b"7", b'"t\\u0041"', b"12.0"]
+    tokens = [b'"tok-1"', b"7", b'"t\\u0041"', b"-3"]  # strings and integers (MCP progress)
+    keys = [wj.id_key(t) for t in tokens]  # compared as JSON values
     msgs = [worker.call_raw_token("long_call", t, session="s1", ms=200, steps=3) for t in tokens]
     w.send_lines([m.line for m in msgs])
     seen = 0
-    for tok, m in zip(tokens, msgs):
+    for key, m in zip(keys, msgs):
         w.recv_response(m.key, long_deadline(worker, 200))
-        mine = [line for line in all_progress(w.lines) if raw_token_in(line.data) == tok]
-        strays = [line for line in all_progress(w.lines)
-                  if raw_token_in(line.data) not in tokens]
-        assert not strays, f"progress with a token that is not one sent, byte for byte: {show(strays)}"
+        mine = [line for line in all_progress(w.lines) if token_key(line) == key]
+        strays = [line for line in all_progress(w.lines) if token_key(line) not in keys]
+        assert not strays, f"progress with a token that is not one sent: {show(strays)}"
         values = [line.obj["params"].get("progress") for line in mine]
         assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values), \
             f"progress that is not a number: {show(mine)}"
@@ -293,10 +316,25 @@ def test_a_long_call_does_not_delay_a_ping(worker):
     assert pong.seq < done.seq, "the ping was answered only after the long call"
 
 
+@pytest.mark.requires("long_call")
+@pytest.mark.clause("SB-F-1")
+def test_concurrent_calls_are_answered_as_they_end(worker):
+    # `002_*`: each request runs in its own task: the shorter of two long calls sent together ends first
+    if worker.long_ms(900) != 900:
+        pytest.skip("the long call's length is fixed (long_call_ms): two calls cannot differ")
+    w = worker.spawn()
+    long = worker.call("long_call", id="long", session="s1", ms=900)
+    short = worker.call("long_call", id="short", session="s2", ms=150)
+    w.send_lines([long.line, short.line])
+    first = w.recv_response(short.key, long_deadline(worker, 150))
+    last = w.recv_response(long.key, long_deadline(worker, 900))
+    assert first.seq < last.seq, "the shorter call, sent second, was answered only after the longer one"
+
+
 @pytest.mark.requires("ask_call")
 @pytest.mark.clause("SB-F-1")
 def test_a_call_waiting_for_the_client_does_not_delay_a_ping(worker):
-    w = worker.spawn()
+    w = worker.spawn(auto_reply=False)
     ask = worker.call("ask_call", session="s1")
     w.send(ask.line)
     req = w.take(lambda l: l.kind == "request", what="the worker's request to its client")
@@ -336,7 +374,7 @@ def test_cancellation_gets_nothing_in_reply(worker):
     cancels = [worker.cancel("busy", session="s1"), worker.cancel("done", session="s1"),
                worker.cancel("never-sent", session="s1"), worker.cancel(424242)]
     before, _ = worker.exchange(w, [c.line for c in cancels], session="s1")
-    replies = [line for line in before if not line.is_response_to(busy.key)]
+    replies = [line for line in answers(before) if not line.is_response_to(busy.key)]
     assert not replies, f"the worker replied to notifications/cancelled: {show(replies)}"
 
 
@@ -362,7 +400,7 @@ def test_cancellation_names_the_request_of_its_own_session(worker):
 @pytest.mark.requires("ask_call")
 @pytest.mark.clause("SB-F-10")
 def test_requests_to_the_client_have_a_method_and_fresh_ids(worker):
-    w = worker.spawn()
+    w = worker.spawn(auto_reply=False)
     asks = [worker.call("ask_call", session="s1") for _ in range(2)]
     w.send_lines([m.line for m in asks])      # two at once
     for m in asks:
@@ -376,13 +414,16 @@ def test_requests_to_the_client_have_a_method_and_fresh_ids(worker):
     assert all(isinstance(r.obj.get("method"), str) for r in reqs), f"requests without a method: {show(reqs)}"
     ids = [r.id_key for r in reqs]
     assert None not in ids, f"requests without a usable id: {show(reqs)}"
+    odd = [r for r in reqs if not (isinstance(r.obj["id"], str) or (isinstance(r.obj["id"], int)
+                                                                    and not isinstance(r.obj["id"], bool)))]
+    assert not odd, f"request ids that are neither strings nor integers (MCP messages): {show(odd)}"
     assert len(set(ids)) == len(ids), f"request ids used twice: {show(reqs)}"
 
 
 @pytest.mark.requires("ask_call")
 @pytest.mark.clause("SB-F-11", "SB-R-2")
 def test_requests_to_the_client_carry_the_session(worker):
-    w = worker.spawn()
+    w = worker.spawn(auto_reply=False)
     for session in (b'"ask"', b'"a\\u0073k"'):
         m = worker.call("ask_call", session=session)
         w.send(m.line)
@@ -396,7 +437,7 @@ def test_requests_to_the_client_carry_the_session(worker):
 @pytest.mark.requires("ask_call")
 @pytest.mark.clause("SB-F-12")
 def test_the_client_answer_resumes_the_call(worker):
-    w = worker.spawn()
+    w = worker.spawn(auto_reply=False)
     for member in (None, {"error": {"code": -1, "message": "the user declined"}}):
         m = worker.call("ask_call", session="s1")
         w.send(m.line)
@@ -456,7 +497,7 @@ def test_sigterm_lets_a_long_call_finish_then_exits_0(worker):
 @pytest.mark.parametrize("how", ["eof", "sigterm"])
 @pytest.mark.clause("SB-R-8")
 def test_a_call_waiting_for_the_client_is_answered_internal_error_at_the_end(worker, how):
-    w = worker.spawn()
+    w = worker.spawn(auto_reply=False)
     m = worker.call("ask_call", session="s1")
     w.send(m.line)
     w.take(lambda l: l.kind == "request", what="the worker's request to its client")

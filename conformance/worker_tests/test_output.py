@@ -12,10 +12,11 @@ from stdio_bus_conformance.worker_checks import (complete, error_shape_problem, 
 
 
 def run_workload(worker, *, verbose=False, batch=False):
-    """A worker that went through the workload and ended; its lines."""
+    """A worker that went through the workload and ended; its lines. batch:
+    a batch too, when the worker's profiles take batches."""
     w = worker.spawn(verbose=verbose)
     worker.workload(w)
-    if batch:
+    if batch and worker.takes_batches():
         try:
             worker.exchange(w, [b'[' + worker.request(id="b1").line.strip() + b','
                                 + worker.request(notification=True).line.strip() + b','
@@ -78,9 +79,11 @@ def test_every_line_is_utf8(worker):
 def test_output_stays_utf8_after_input_that_is_not(worker):
     w = worker.spawn()
     bad_input = [b'{"jsonrpc":"2.0","id":"\xff","method":"ping"}\n',
-                 b'{"jsonrpc":"2.0","id":"u","method":"ping","sessionId":"\xc3\x28"}\n',
+                 b'{"jsonrpc":"2.0","id":"u","method":"ping","params":{"t":"\xc3\x28"}}\n',
                  b'{"jsonrpc":"2.0","id":"o","method":"\xc0\xaf"}\n',
                  b'\xfe\xff{}\n']
+    if worker.uses_sessions():
+        bad_input.append(b'{"jsonrpc":"2.0","id":"u","method":"ping","sessionId":"\xc3\x28"}\n')
     for line in bad_input:
         worker.exchange(w, [line])
     w.finish(worker.timeout, worker.drain_timeout)
