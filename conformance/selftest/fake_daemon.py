@@ -30,6 +30,14 @@ behaviour off, so a self-test can show that the matching tests fail:
   log-stdout           write log lines to stdout as well as stderr
   quiet                write no log lines at all
   crash-on-start       exit 3 at once
+Hostile ones, for the harness's own bounds (time, disk, processes):
+  segv-on-malformed    die of SIGSEGV right after a malformed client line (closing nothing first)
+  segv-after-close     close the client of a malformed line, then die of SIGSEGV
+  crash-on-sigterm     die of SIGSEGV on SIGTERM/SIGINT instead of shutting down
+  ignore-sigterm       ignore SIGTERM and SIGINT, with a child doing "work" in a session of its own
+  flood-stderr         write to stderr as fast as the reader takes it, for ever
+  fork-escape          fork children that leave for sessions of their own and never exit
+  never-serve          listen (or hold stdin) and never read a byte: no answer, ever
 """
 
 import argparse
@@ -40,6 +48,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from fake_json import raw_members
@@ -58,6 +67,37 @@ def log(level, text):
             os.write(1, line)
         except OSError:
             pass
+
+
+def segv():
+    """Dies of SIGSEGV, like a C daemon reading through a bad pointer."""
+    signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGSEGV)
+    time.sleep(10)
+
+
+def flood():
+    chunk = b"fake_daemon: flooding stderr " + b"x" * 200 + b"\n"
+    chunk *= 256
+    while True:
+        try:
+            os.write(2, chunk)
+        except OSError:
+            return
+
+
+def escape(n):
+    """Forks n processes that leave for sessions of their own (double fork,
+    so their parent is gone) and sleep for ever."""
+    for _ in range(n):
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                while True:
+                    time.sleep(3600)
+            os._exit(0)
+        os.wait()
 
 
 class Endpoint:
@@ -160,10 +200,15 @@ class Daemon:
         try:
             msg = json.loads(line)
         except ValueError:
+            if "segv-on-malformed" in BREAKS:
+                segv()
             if "keep-malformed" in BREAKS:
                 return
             log("WARN", f"[{c.name}] malformed JSON: closing")
-            return self.close_client(c)
+            self.close_client(c)
+            if "segv-after-close" in BREAKS:
+                segv()
+            return
         if not isinstance(msg, dict):
             if "accept-non-object" in BREAKS:
                 return
@@ -339,17 +384,29 @@ def main():
     if "crash-on-start" in BREAKS:
         sys.stderr.write("fake_daemon: crashing on purpose\n")
         return 3
+    if "fork-escape" in BREAKS:
+        escape(3)
+    if "flood-stderr" in BREAKS:
+        threading.Thread(target=flood, daemon=True).start()
     with open(a.config) as f:
         config = json.load(f)
     mode, address = ("unix", a.unix) if a.unix else ("tcp", a.tcp) if a.tcp else ("stdio", None)
     d = Daemon(config, mode, address)
 
     def on_signal(signo, frame):
+        if "crash-on-sigterm" in BREAKS:
+            segv()
         d.stop = True
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if "ignore-sigterm" in BREAKS else on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if "ignore-sigterm" in BREAKS else on_signal)
+    if "ignore-sigterm" in BREAKS:
+        escape(1)
     d.spawn()
     d.listen()
+    if "never-serve" in BREAKS:
+        log("INFO", "ready (and never serving)")
+        while True:
+            time.sleep(3600)
     log("INFO", f"ready: {len(d.workers)} worker(s), {mode} mode")
     d.run()
     return 0

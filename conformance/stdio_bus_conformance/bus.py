@@ -6,12 +6,18 @@
     d = bus.start(pools=[bus.pool("a", 1), bus.pool("b", 2)])
     c = bus.client()                      # stdio: the one client; sockets: a new one
     log = bus.worker_log("p")             # what pool p's workers received and sent
+
+At teardown the bus stops its daemons, kills and reaps every process the
+test left behind (see contain.py), and reports findings: a crash, processes
+left after a daemon that exited by itself (a leak), a daemon that needed
+SIGKILL, a stderr flood. Artifacts are bounded (ARTIFACT_TEST_CAP per test).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import signal
 import shutil
 import tempfile
 import zlib
@@ -19,12 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import config as cfg
+from . import contain, context
 from .client import reset_ids
-from .daemon import Daemon
-from .errors import HarnessError
+from .daemon import STDERR_KEEP, Daemon, describe_status
+from .errors import DaemonCrashed, HarnessError
 from .profile import Profile
-from .transcript import Recorder, render
+from .transcript import render
+from .transcript import Recorder
 from .workerlog import WorkerLog
+
+ARTIFACT_TEST_CAP = 4 << 20       # bytes of artifacts one test may leave
+TRANSCRIPT_CAP = 2 << 20          # of which the transcript
+WORKER_LOG_CAP = 1 << 20          # and each worker log copy
 
 
 @dataclass
@@ -36,6 +48,41 @@ class RunContext:
     seed: int
     timeout: float = 5.0
     features: set = field(default_factory=set)
+    token: str = ""                   # the run's process mark (contain.MARK_ENV)
+    term_grace: float | None = None   # teardown SIGTERM -> SIGKILL delay (None: the profile's)
+    preflight: object = None          # preflight.Results, when the preflight ran
+
+
+def clip_file(path: Path, limit: int) -> bool:
+    """Cuts a file to its first and last limit/2 bytes, marking the cut.
+    True when it was cut."""
+    size = path.stat().st_size
+    if size <= limit:
+        return False
+    half = max(1, limit // 2 - 128)
+    with open(path, "rb") as f:
+        head = f.read(half)
+        f.seek(size - half)
+        tail = f.read(half)
+    note = f"\n[harness: {size - 2 * half} bytes of this file not kept ({size} in all)]\n".encode()
+    path.write_bytes(head + note + tail)
+    return True
+
+
+def copy_clipped(src: Path, dest: Path, limit: int) -> bool:
+    """Copies the first and last limit/2 bytes of src to dest. True when cut."""
+    size = src.stat().st_size
+    if size <= limit:
+        shutil.copyfile(src, dest)
+        return False
+    half = max(1, limit // 2 - 128)
+    with open(src, "rb") as f:
+        head = f.read(half)
+        f.seek(size - half)
+        tail = f.read(half)
+    dest.write_bytes(head + f"\n[harness: {size - 2 * half} bytes of this file not kept "
+                            f"({size} in all)]\n".encode() + tail)
+    return True
 
 
 class Bus:
@@ -52,7 +99,16 @@ class Bus:
         self.daemons: list[Daemon] = []
         self.config_data = None
         self._pools: dict[str, WorkerLog] = {}
+        self._baseline = set(contain.descendants())   # processes that are not this test's
+        self._leftovers_ok: str | None = None
+        self.findings: list[dict] = []
+        self.truncated: list[str] = []                # artifacts that were cut
         reset_ids()
+
+    @property
+    def timeout(self) -> float:
+        """The run's deadline for one wait (--wait-timeout)."""
+        return self.ctx.timeout
 
     # -- configuration -------------------------------------------------------
     def pool(self, id: str = "p", instances: int = 2, args=(), log: bool = True) -> dict:
@@ -78,7 +134,7 @@ class Bus:
         path = cfg.write_config(self.workdir / f"config{len(self.daemons) or ''}.json", self.config_data)
         d = Daemon(profile=self.profile, daemon_path=self.ctx.daemon, mode=self.mode,
                    workdir=self.workdir, config_path=path, recorder=self.recorder,
-                   timeout=self.ctx.timeout)
+                   timeout=self.ctx.timeout, env={contain.MARK_ENV: self.ctx.token} if self.ctx.token else None)
         self.daemons.append(d)
         d.start()
         if wait_workers:
@@ -115,14 +171,76 @@ class Bus:
         """Pids of the pool's instances, in start order (from the mock's log)."""
         return self.worker_log(pool).pids()
 
+    def watch(self) -> None:
+        """Raises when a daemon of this test crashed, or exited without the
+        test asking it to (every wait runs this)."""
+        for d in self.daemons:
+            d.check()
+
+    def expect_leftovers(self, reason: str) -> None:
+        """The test itself leaves processes behind its workers (e.g. helpers
+        holding their pipes): they are killed at teardown without a finding."""
+        self._leftovers_ok = reason
+
     # -- teardown and artifacts ----------------------------------------------
     def stop(self) -> None:
+        """Stops the daemons, kills what is left, records findings. Raises
+        DaemonCrashed when a daemon crashed during the test (before the
+        teardown), so the test fails on it even when it did not wait again."""
+        crashed, normal_exit = None, True
         for d in self.daemons:
-            d.stop()
+            info = d.stop(self.ctx.term_grace)
+            if not info:
+                continue
+            if info.get("crashed_before_teardown"):
+                crashed = crashed or d
+            elif info.get("crash"):
+                self._finding("teardown-crash", f"the daemon died of {info['crash']} after the harness's "
+                              "SIGTERM at teardown", "SB-10.2-6")
+            if info.get("killed"):
+                self._finding("teardown-kill", f"the daemon did not exit within {self._grace(d):g} s of "
+                              "SIGTERM at teardown: the harness sent SIGKILL", "SB-10.1-1")
+            if info.get("killed") or info.get("status") is None or info["status"] < 0:
+                normal_exit = False  # killed by a signal: it could not stop its workers
+            if d.stderr_total > STDERR_KEEP:
+                self._finding("flood", f"the daemon wrote {d.stderr_total} bytes to stderr in one test; "
+                              f"the harness kept the last {STDERR_KEEP >> 20} MiB")
+        left = contain.kill_all(self._baseline)
+        for d in self.daemons:  # the daemons' own groups too, where no subreaper is available
+            if d.proc is not None:
+                try:
+                    os.killpg(d.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for d in self.daemons:
+            d.finish()
+        if left:
+            listed = "; ".join(f"pid {p['pid']} ({p['cmdline'][:80]})" for p in left[:5])
+            more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+            if self._leftovers_ok:
+                self.recorder.note(f"teardown: killed {len(left)} process(es) the test left "
+                                   f"({self._leftovers_ok}): {listed}{more}")
+            elif normal_exit and self.daemons:
+                self._finding("leak", f"{len(left)} process(es) outlived the daemon, which "
+                              f"{describe_status(self.daemons[-1].returncode)}: {listed}{more} (killed)",
+                              "SB-10.2-4")
+            else:
+                self.recorder.note(f"teardown: killed {len(left)} process(es) left by a daemon that did "
+                                   f"not exit by itself: {listed}{more}")
+        if crashed is not None:
+            raise DaemonCrashed(f"the daemon died of {crashed.crash} during the test"
+                                f"{crashed._stderr_tail()}", crashed.crash)
+
+    def _grace(self, d: Daemon) -> float:
+        return d.profile.shutdown_timeout if self.ctx.term_grace is None else self.ctx.term_grace
+
+    def _finding(self, kind: str, detail: str, clause: str | None = None) -> None:
+        self.recorder.note(f"finding ({kind}): {detail}")
+        self.findings.append({"kind": kind, "test": self.nodeid, "detail": detail, "clause": clause})
 
     def transcript(self) -> str:
         logs = [(p["id"], self.worker_log(p["id"])) for p in self._config_pools()]
-        return render(self.recorder, logs)
+        return render(self.recorder, logs, TRANSCRIPT_CAP)
 
     def _config_pools(self) -> list:
         data = self.config_data
@@ -130,20 +248,52 @@ class Bus:
             return [p for p in data.get("pools", []) if isinstance(p, dict) and "id" in p]
         return []
 
-    def write_artifacts(self, dest: Path, command: str) -> None:
+    def write_artifacts(self, dest: Path, command: str, room: int = ARTIFACT_TEST_CAP) -> None:
+        """The reproducer folder: transcript, stderr, config, seed, command,
+        worker logs; at most min(room, ARTIFACT_TEST_CAP) bytes. With no room
+        (the run's cap is reached) only the small files are written."""
         dest.mkdir(parents=True, exist_ok=True)
-        (dest / "transcript.txt").write_text(self.transcript())
-        (dest / "daemon.stderr").write_bytes(b"".join(
-            (f"--- daemon #{i + 1}: {' '.join(d.argv)}\n".encode() if len(self.daemons) > 1 else b"")
-            + d.stderr_bytes() for i, d in enumerate(self.daemons)))
-        if self.config_data is not None:
-            cfg.write_config(dest / "config.json", self.config_data)
-        (dest / "seed").write_text(f"{self.ctx.seed}\n")
         (dest / "command.txt").write_text(command + "\n")
+        (dest / "seed").write_text(f"{self.ctx.seed}\n")
+        for i, d in enumerate(self.daemons):
+            name = "config.json" if i == 0 else f"config{i}.json"
+            if d.config_path.exists() and d.config_path.stat().st_size <= 256 * 1024:
+                shutil.copyfile(d.config_path, dest / name)
+        if self.config_data is not None and not (dest / "config.json").exists():
+            if isinstance(self.config_data, dict):
+                cfg.write_config(dest / "config.json", self.config_data)
+        limit = min(room, ARTIFACT_TEST_CAP)
+        if limit < 64 * 1024:
+            (dest / "TRUNCATED.txt").write_text(
+                "The run's artifact cap was reached: transcript, stderr and worker logs of this test "
+                "were not written. Rerun it with command.txt.\n")
+            self.truncated.append("all (run cap reached)")
+            return
+        (dest / "transcript.txt").write_text(self.transcript())
+        parts = []
+        for i, d in enumerate(self.daemons):
+            head = (f"--- daemon #{i + 1}: {' '.join(d.argv)}\n".encode() if len(self.daemons) > 1 else b"")
+            if d.stderr_truncated:
+                head += (f"[harness: the daemon wrote {d.stderr_total} bytes to stderr; only the last "
+                         f"{STDERR_KEEP} bytes (whole lines) were kept]\n").encode()
+                self.truncated.append("daemon.stderr")
+            parts.append(head + d.stderr_bytes())
+        (dest / "daemon.stderr").write_bytes(b"".join(parts))
         for p in self._config_pools():
             src = self.workdir / f"{p['id']}.log"
-            if src.exists():
-                shutil.copyfile(src, dest / f"worker-{p['id']}.log")
+            if src.exists() and copy_clipped(src, dest / f"worker-{p['id']}.log", WORKER_LOG_CAP):
+                self.truncated.append(f"worker-{p['id']}.log")
+        # the whole folder within the limit: cut the biggest files first
+        for _ in range(8):
+            files = sorted((f for f in dest.iterdir() if f.is_file()), key=lambda f: f.stat().st_size)
+            total = sum(f.stat().st_size for f in files)
+            if total <= limit or not files:
+                break
+            big = files[-1]
+            if clip_file(big, max(64 * 1024, big.stat().st_size - (total - limit) - 4096)):
+                self.truncated.append(big.name)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if context.state.bus is self:
+            context.state.bus = None

@@ -47,6 +47,8 @@ class Phase:
     details: str = ""
     duration: float = 0.0
     wasxfail: bool = False
+    clause: str | None = None     # the clause a failure is judged by (check(), else the first cited)
+    finding: str | None = None    # "crash" when the daemon died of a signal the harness did not send
 
 
 @dataclass
@@ -60,6 +62,7 @@ class TestResult:
     outcome: str = "pass"
     message: str = ""
     details: str = ""
+    findings: list = field(default_factory=list)
 
     @property
     def duration(self) -> float:
@@ -82,7 +85,8 @@ def classify(result: TestResult, mandatory: bool, expected_failure: bool) -> tup
             if p.kind == "unsupported":
                 return "unsupported", p.message, ""
             return "skipped", p.message, ""
-    for p in phases:
+    crash = next((p for p in phases if p.outcome == "failed" and p.finding == "crash"), None)
+    for p in ([crash] if crash is not None else phases):  # a crash explains whatever failed with it
         if p.outcome == "failed":
             outcome = "fail" if mandatory else "warn"
             if expected_failure:
@@ -98,8 +102,16 @@ class Verdict:
     reasons: list
 
 
+BINDING_FINDINGS = {  # findings that fail the run on their own: kind -> what the exit reason says
+    "leak": "process(es) outlived the daemon",
+    "teardown-kill": "teardown(s) needed SIGKILL",
+    "teardown-crash": "crash(es) at teardown",
+}
+
+
 def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
-            gate_failures: list, min_tests: int, nothing_selected: bool) -> Verdict:
+            gate_failures: list, min_tests: int, nothing_selected: bool,
+            findings: list = ()) -> Verdict:
     """The exit code: 2 for anything that makes the run untrustworthy, else 1
     for a failure (or a stale baseline entry), else 0. Warnings never fail."""
     reasons_2, reasons_1 = [], []
@@ -120,6 +132,10 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
         reasons_1.append(f"{counts['fail']} failure(s)")
     if stale:
         reasons_1.append(f"{len(stale)} stale baseline entr{'y' if len(stale) == 1 else 'ies'}")
+    for kind, words in BINDING_FINDINGS.items():
+        n = sum(1 for f in findings if f.get("kind") == kind and not f.get("root_cause"))
+        if n:
+            reasons_1.append(f"{n} {words}")
     if reasons_2:
         return Verdict(EXIT_HARNESS, reasons_2 + reasons_1)
     if reasons_1:

@@ -30,7 +30,9 @@ from . import baseline as bl
 from . import reports
 from .bus import Bus, RunContext
 from .coverage import compute as compute_coverage
-from .errors import HarnessError
+from . import contain, context
+from .errors import DaemonCrashed, HarnessError
+from .judge import ClauseFailure
 from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
 from .profile import MODES, load_profile
 from .spec import CONFORMANCE_DIR, ID_RE, Registry
@@ -38,6 +40,7 @@ from .worker_desc import FACTS, PROFILES, from_options, problems as worker_probl
 from .worker_run import WorkerContext, WorkerRun
 
 STATE_KEY = "_sb_state"
+ARTIFACT_RUN_CAP = 64 << 20  # bytes of artifacts a whole run may leave
 _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
     "pass": ("passed", ".", "PASSED"),
     "fail": ("failed", "F", "FAILED"),
@@ -120,6 +123,9 @@ def pytest_configure(config):
     state = State(config)
     setattr(config, STATE_KEY, state)
     config.pluginmanager.register(state, "sb_state")
+    context.state.wait = config.getoption("wait_timeout")
+    # whatever the daemon forks is re-parented to this process, never to init (contain.py)
+    contain.become_subreaper()
 
 
 def _state(config) -> "State":
@@ -149,16 +155,29 @@ def bus(request, sb_mode):
             pytest.skip(f"unsupported: the profile lacks feature(s) {', '.join(missing)}")
     b = Bus(state.ctx, sb_mode, request.node.nodeid)
     request.node._sb_bus = b
+    context.state.bus = b
     try:
         yield b
     finally:
+        crash = None
         try:
-            b.stop()
-            if getattr(request.node, "_sb_failed", False):
+            try:
+                b.stop()
+            except DaemonCrashed as exc:
+                crash = exc
+            request.node._sb_findings = list(b.findings)
+            if getattr(request.node, "_sb_failed", False) or crash is not None or \
+                    any(f["kind"] != "flood" for f in b.findings):
                 b.write_artifacts(state.artifact_dir(request.node.nodeid),
-                                  state.rerun_command(request.node))
+                                  state.rerun_command(request.node), state.artifact_room())
+                if b.truncated:
+                    request.node._sb_findings.append(
+                        {"kind": "truncated", "test": request.node.nodeid, "clause": None,
+                         "detail": "artifacts cut to stay bounded: " + ", ".join(sorted(set(b.truncated)))})
         finally:
             b.cleanup()
+        if crash is not None:
+            raise crash
 
 
 @pytest.fixture
@@ -210,6 +229,7 @@ class State:
         self.inventory_complete = False
         self.have_inventory = False
         self.results: dict[str, TestResult] = {}
+        self.findings: list[dict] = []
         self.collection_errors: list[dict] = []
         self.nothing_selected = False
         self.started = time.time()
@@ -220,6 +240,8 @@ class State:
         if seed is None and self.is_worker:
             seed = config.workerinput.get("sb_seed")
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+        token = config.workerinput.get("sb_token") if self.is_worker else None
+        self.token = token or f"{os.getpid()}-{self.seed}-{random.SystemRandom().randrange(1 << 32):08x}"
         self.worker_mode = bool(opt("worker") or opt("worker_description") or opt("worker_profile")
                                 or opt("worker_env"))
         try:
@@ -265,7 +287,7 @@ class State:
             profile = load_profile(None)
         mock = os.path.abspath(opt("mock_worker") or default_mock())
         self.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.seed,
-                              timeout=opt("wait_timeout"))
+                              timeout=opt("wait_timeout"), token=f"{self.token}/{os.getpid()}")
 
     def _clean_report_dir(self):
         import shutil
@@ -273,6 +295,18 @@ class State:
         shutil.rmtree(os.path.join(self.report_dir, "artifacts"), ignore_errors=True)
 
     # -- artifacts and reproducers ---------------------------------------------------------
+    def artifact_room(self) -> int:
+        """Bytes of artifacts the run may still write (ARTIFACT_RUN_CAP in all;
+        xdist workers share the folder, so it is measured, not counted)."""
+        used = 0
+        for root, _, files in os.walk(os.path.join(self.report_dir, "artifacts")):
+            for f in files:
+                try:
+                    used += os.stat(os.path.join(root, f)).st_size
+                except OSError:
+                    pass
+        return max(0, ARTIFACT_RUN_CAP - used)
+
     def artifact_dir(self, nodeid: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", nodeid).strip("_")
         return Path(self.report_dir) / "artifacts" / safe
@@ -441,16 +475,27 @@ class State:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         node.workerinput["sb_seed"] = self.seed
+        node.workerinput["sb_token"] = self.token
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
         out = getattr(node, "workeroutput", None) or {}
+        self.findings += out.get("sb_findings", [])
         if "sb_inventory" in out:
             self.inventory.update(out["sb_inventory"])
             self.inventory_complete = bool(out.get("sb_inventory_complete"))
             self.have_inventory = True
 
     # -- running -------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        context.begin_test(item.nodeid, self.item_clauses(item))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        yield
+        context.end_test()
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
@@ -458,7 +503,7 @@ class State:
         rep.sb_clauses = self.item_clauses(item)
         spec = getattr(item, "callspec", None)
         rep.sb_mode = spec.params.get("sb_mode") if spec is not None else None
-        rep.sb_kind, rep.sb_message = None, ""
+        rep.sb_kind, rep.sb_message, rep.sb_clause, rep.sb_finding = None, "", None, None
         if call.excinfo is not None:
             exc = call.excinfo.value
             if rep.skipped:
@@ -469,6 +514,13 @@ class State:
                 rep.sb_kind = exception_kind(exc)
                 text = re.sub(r"^stdio_bus_conformance\.[a-z_]+\.", "", call.excinfo.exconly().strip())
                 rep.sb_message = text if len(text) < 2000 else text[:2000] + "..."
+                # the clause the failure is judged by: the check's, else the test's first
+                rep.sb_clause = exc.clause if isinstance(exc, ClauseFailure) else \
+                    (rep.sb_clauses[0] if rep.sb_clauses else None)
+                if isinstance(exc, DaemonCrashed):
+                    rep.sb_finding = "crash"
+        if call.when == "teardown":
+            rep.sb_findings = list(getattr(item, "_sb_findings", []))
         if rep.failed:
             item._sb_failed = True
 
@@ -484,7 +536,11 @@ class State:
             details = report.longreprtext
         r.phases[report.when] = Phase(report.when, report.outcome, getattr(report, "sb_kind", None),
                                       getattr(report, "sb_message", "") or "", details, report.duration,
-                                      bool(getattr(report, "wasxfail", None)))
+                                      bool(getattr(report, "wasxfail", None)),
+                                      getattr(report, "sb_clause", None), getattr(report, "sb_finding", None))
+        for f in getattr(report, "sb_findings", None) or []:
+            self.findings.append(f)
+            r.findings.append(f)
         self._finish(r)
 
     def _finish(self, r: TestResult):
@@ -520,7 +576,8 @@ class State:
         counts = reports.count(self.results)
         v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=stale,
                     gate_failures=coverage.gate_failures if coverage else [],
-                    min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected)
+                    min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
+                    findings=self.findings)
         opt = self.config.getoption
         meta = {
             "suite": "stdio Bus conformance kit",
@@ -540,7 +597,8 @@ class State:
                 "expected_failures": sorted(n for n, r in self.results.items() if r.outcome == "xfail")}
         levels = {c.id: c.level for c in self.registry} if self.registry else {}
         return reports.RunSummary(meta, self.results, counts, coverage, v, levels, base,
-                                  self.collection_errors, self.fatal, self.worker_subject())
+                                  self.collection_errors, self.fatal, self.worker_subject(),
+                                  findings=self.findings)
 
     def subject_meta(self) -> dict:
         """daemon/profile/mock_worker of results.json. A worker run keeps the
@@ -563,10 +621,23 @@ class State:
         return {"name": d.name, "command": d.command_line(), "description": d.path, "claims": d.claims,
                 "env": d.env, "answer_timeout": self.wctx.timeout, "drain_timeout": d.drain_timeout}
 
+    def sweep_marked(self) -> list[dict]:
+        """End of run: kills every process still carrying the run's mark
+        (anything that escaped the per-test teardown); each is a leak."""
+        if self.worker_mode:
+            return []
+        # an xdist worker sweeps its own processes only: the others may still run tests
+        left = contain.kill_marked(self.ctx.token if self.is_worker else self.token)
+        return [{"kind": "leak", "test": "(end of run)", "clause": "SB-10.2-4",
+                 "detail": f"pid {p['pid']} ({p['cmdline'][:80]}) was still running at the end of the run "
+                           f"(killed)"} for p in left]
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
         if self.is_worker:
+            self.config.workeroutput["sb_findings"] = self.sweep_marked()
             return
+        self.findings += self.sweep_marked()
         s = self.summary(session)
         self.final = s
         if self.config.option.collectonly:

@@ -29,6 +29,7 @@ class RunSummary:
     collection_errors: list = field(default_factory=list)  # [{"where", "message"}]
     fatal: list = field(default_factory=list)
     worker: dict | None = None      # worker mode: name, command, description, claims, env, timeouts
+    findings: list = field(default_factory=list)  # [{"kind", "test", "detail", "clause"}]
 
 
 def count(results: dict) -> dict:
@@ -70,6 +71,7 @@ def results_json(s: RunSummary) -> dict:
         } for r in s.results.values()],
         "collection_errors": s.collection_errors,
         "fatal_errors": s.fatal,
+        "findings": s.findings,
         "baseline": s.baseline,
         "coverage": cov,
     }

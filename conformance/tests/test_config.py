@@ -11,7 +11,7 @@ import time
 import pytest
 
 from stdio_bus_conformance import ConnectionClosed, DaemonExited, procinfo
-from stdio_bus_conformance import field
+from stdio_bus_conformance import field, wait_timeout
 from stdio_bus_conformance.errors import DaemonTimeout
 from stdio_bus_conformance import config as cfg
 
@@ -19,10 +19,11 @@ MIB = 1024 * 1024
 
 
 # -- local helpers ---------------------------------------------------------------
-def expect_rejected(bus, config, needle=None, timeout=5.0):
+def expect_rejected(bus, config, needle=None, timeout=None):
     """Starts the daemon on `config` (a dict, or str written verbatim) and
     checks that it refuses it: non-zero exit, a reason on stderr naming
     `needle`, nothing on stdout, no worker spawned (SB-I-20)."""
+    timeout = wait_timeout() if timeout is None else timeout
     raw = config if isinstance(config, (str, bytes)) else json.dumps(config)
     try:
         d = bus.start(raw_config=raw)
@@ -71,9 +72,10 @@ def without(d, key):
     return {k: v for k, v in d.items() if k != key}
 
 
-def worker_children(pid, n, command, timeout=5.0):
+def worker_children(pid, n, command, timeout=None):
     """Waits until pid has n live children that have exec'd `command`;
     returns their pids."""
+    timeout = wait_timeout() if timeout is None else timeout
     deadline = time.monotonic() + timeout
     while True:
         kids = []

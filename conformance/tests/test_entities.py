@@ -15,7 +15,7 @@ import time
 import pytest
 
 from stdio_bus_conformance import DaemonTimeout, procinfo
-from stdio_bus_conformance import field
+from stdio_bus_conformance import field, wait_until
 
 
 # -- local helpers ------------------------------------------------------------------
@@ -24,18 +24,7 @@ def pid_of(response):
     return field(response, "result", "pid")
 
 
-def wait_until(pred, timeout=5.0, what="a condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise DaemonTimeout(f"{what}: not reached within {timeout:g} s")
-        time.sleep(0.005)  # /proc has no change notification: poll until the deadline
-
-
-def wait_reaped(pid, timeout=5.0):
+def wait_reaped(pid, timeout=None):
     """Waits until pid has gone from /proc entirely: exited and reaped."""
     wait_until(lambda: procinfo.state(pid) is None, timeout,
                f"worker {pid} exited and reaped (state now {procinfo.state(pid)!r})")

@@ -38,9 +38,10 @@ def is_response(msg):
     return "id" in msg and ("result" in msg or "error" in msg) and "method" not in msg
 
 
-def read_until_answered(c, ids, timeout=5.0):
+def read_until_answered(c, ids, timeout=None):
     """Every line c receives (parsed, in arrival order) until a response has
     arrived for each id in `ids`. Lines after the last of them stay queued."""
+    timeout = c.timeout if timeout is None else timeout
     deadline = time.monotonic() + timeout
     waiting, got = set(ids), []
     while waiting:
@@ -66,7 +67,7 @@ def answered_once(lines, ids):
     return {m["id"]: m for m in responses}
 
 
-def sync_after(c, session, delay_ms, timeout=5.0):
+def sync_after(c, session, delay_ms, timeout=None):
     """Sentinel round trip that also waits out `delay_ms` on the session's
     worker: the sentinel is answered delay_ms after the worker read it, so an
     answer the worker would have written for an earlier request with the same

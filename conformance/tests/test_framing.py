@@ -170,6 +170,7 @@ def test_worker_stderr_never_reaches_a_client(bus):
     # the worker copies every line it reads to its stderr: a request line with
     # an id, a method and a sessionId, which would reach the client if parsed
     script = f'printf "\\377 not json {{\\n" >&2; tee /dev/stderr | exec "$0" --log "{log}"'
+    bus.expect_leftovers("the worker's shell pipeline (tee, mock) ends at the end of its input, after the shell")
     bus.start(pools=[{"id": "p", "command": "/bin/sh", "args": ["-c", script, bus.ctx.mock_worker],
                       "instances": 1}])
     bus.worker_log().wait_for(lambda r: r.kind == "start")

@@ -11,11 +11,10 @@ import signal
 import socket
 import stat
 import subprocess
-import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonExited, DaemonTimeout
+from stdio_bus_conformance import DaemonExited, DaemonTimeout, wait_timeout
 
 SO_ACCEPTCON = 0x10000  # /proc/net/unix "Flags": the socket is listening
 TCP_LISTEN = "0A"
@@ -80,10 +79,11 @@ def cli_prefix(bus):
     return argv[:argv.index("--config")]
 
 
-def run_cli(bus, args, timeout=5.0):
+def run_cli(bus, args, timeout=None):
     """Runs the daemon with `args` after the profile's prefix; stdin is
     /dev/null. Returns (status, stdout, stderr). A daemon still running at the
     deadline is killed and the test fails."""
+    timeout = wait_timeout() if timeout is None else timeout
     argv = cli_prefix(bus) + [str(a) for a in args]
     bus.recorder.note("run: " + " ".join(argv))
     p = subprocess.Popen(argv, cwd=bus.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -119,17 +119,6 @@ def assert_refused_to_start(bus, rc, out, err, needle=None):
     if needle is not None:
         assert needle.lower().encode() in err.lower(), f"stderr does not name {needle!r}: {err[-500:]!r}"
     assert bus.worker_log("p").pids() == [], "the daemon spawned workers before refusing to start"
-
-
-def wait_until(pred, timeout=5.0, what="a condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise DaemonTimeout(f"{what}: not reached within {timeout:g} s")
-        time.sleep(0.005)  # /proc and the file system have no change notification: poll
 
 
 def pid_of(response):
