@@ -188,8 +188,11 @@ def main(argv=None) -> int:
     final = getattr(state, "final", None)
     if final is not None and not opts.coverage:
         from stdio_bus_conformance.outcomes import summary_line
+        from stdio_bus_conformance.reports import verdict_lines
         print(f"seed {opts.seed}; reports in {os.path.abspath(opts.report_dir)}")
-        print(summary_line(final.counts))
+        for line in verdict_lines(final):  # the verdict on the spec itself, tier by tier
+            print(line)
+        print(summary_line(final.counts))  # the last line stays the counts (scripts read it)
     return rc
 
 

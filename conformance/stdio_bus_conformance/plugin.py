@@ -49,6 +49,8 @@ _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
     "unsupported": ("unsupported", "u", "UNSUPPORTED"),
     "skipped": ("skipped", "s", "SKIPPED"),
     "harness-error": ("harness-error", "E", "HARNESS-ERROR"),
+    "blocked": ("blocked", "b", "BLOCKED"),
+    "unfinished": ("unfinished", "?", "UNFINISHED"),
 }
 
 
@@ -230,6 +232,7 @@ class State:
         self.have_inventory = False
         self.results: dict[str, TestResult] = {}
         self.findings: list[dict] = []
+        self.interrupted = False
         self.collection_errors: list[dict] = []
         self.nothing_selected = False
         self.started = time.time()
@@ -373,6 +376,12 @@ class State:
                 problems.append(f"{item.nodeid}: @pytest.mark.modes{m.args!r}: modes are {', '.join(MODES)}")
         if self.worker_mode and not problems:
             problems += self.worker_item_problems(item)
+        elif not problems:
+            # an extension is judged only where the profile claims it (SB-X: @pytest.mark.requires)
+            ext = [c for c in self.item_clauses(item) if c.startswith("SB-X-")]
+            if ext and not any(m.args for m in item.iter_markers("requires")):
+                problems.append(f"{item.nodeid}: cites {', '.join(ext)} (an extension) without "
+                                "@pytest.mark.requires(<feature>): it would judge every daemon on our extension")
         return problems
 
     def worker_item_problems(self, item) -> list[str]:
@@ -508,7 +517,8 @@ class State:
             exc = call.excinfo.value
             if rep.skipped:
                 reason = getattr(exc, "msg", None) or str(exc)
-                rep.sb_kind = "unsupported" if str(reason).startswith("unsupported:") else "skip"
+                rep.sb_kind = next((k for k in ("unsupported", "blocked") if str(reason).startswith(k + ":")),
+                                   "skip")
                 rep.sb_message = str(reason)
             elif rep.failed:
                 rep.sb_kind = exception_kind(exc)
@@ -543,22 +553,25 @@ class State:
             r.findings.append(f)
         self._finish(r)
 
+    def level_of(self, cid: str | None) -> str:
+        return self.registry.level(cid) if self.registry is not None else "MUST"
+
     def _finish(self, r: TestResult):
-        mandatory = self.registry.any_mandatory(r.clauses) if self.registry else True
-        r.outcome, r.message, r.details = classify(r, mandatory, r.nodeid in self.baseline)
+        r.outcome, r.message, r.details, r.clause = classify(r, self.level_of, r.nodeid in self.baseline)
         d = self.artifact_dir(r.nodeid)
         r.artifact_dir = str(d) if d.is_dir() else None
 
     def pytest_report_teststatus(self, report, config):
         if not hasattr(report, "sb_kind") or report.when == "collect":
             return None
-        if report.passed and report.when != "call":
-            return None
+        if report.passed:
+            return _CATEGORY["pass"] if report.when == "call" else None
         r = TestResult(report.nodeid, list(report.sb_clauses), report.sb_mode)
         r.phases[report.when] = Phase(report.when, report.outcome, report.sb_kind, report.sb_message,
                                       "", 0.0, bool(getattr(report, "wasxfail", None)))
-        mandatory = self.registry.any_mandatory(r.clauses) if self.registry else True
-        outcome = classify(r, mandatory, report.nodeid in self.baseline)[0]
+        r.phases[report.when].clause = getattr(report, "sb_clause", None)
+        r.phases[report.when].finding = getattr(report, "sb_finding", None)
+        outcome = classify(r, self.level_of, report.nodeid in self.baseline)[0]
         return _CATEGORY[outcome]
 
     # -- the end ------------------------------------------------------------------------------
@@ -577,12 +590,13 @@ class State:
         v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=stale,
                     gate_failures=coverage.gate_failures if coverage else [],
                     min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
-                    findings=self.findings)
+                    findings=self.findings, interrupted=self.interrupted)
         opt = self.config.getoption
         meta = {
             "suite": "stdio Bus conformance kit",
             **self.subject_meta(),
             "spec": str(self.registry.path) if self.registry else None,
+            "spec_version": self.registry.version if self.registry else None,
             "clauses": len(self.registry.clauses) if self.registry else 0,
             "seed": self.seed,
             "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
@@ -679,6 +693,10 @@ class State:
                 tr.write_line(f"    {line}")
         for line in reports.coverage_lines(s.coverage):
             tr.write_line(line)
+        for line in reports.clause_failure_lines(s):
+            tr.write_line(line, red=line.startswith("  FAIL"), yellow=line.startswith("  WARN"))
+        for line in reports.finding_lines(s):
+            tr.write_line(line)
         for e in s.baseline.get("stale", []):
             tr.write_line(f"stale baseline entry: {e['test']} ({e['why']})", red=True)
         if s.baseline.get("file"):
@@ -696,3 +714,5 @@ class State:
         if not config.option.collectonly:
             tr.write_line(f"{summary_line(s.counts)}: exit {s.verdict.exit_code}" +
                           (" (" + "; ".join(s.verdict.reasons) + ")" if s.verdict.reasons else ""))
+            for line in reports.verdict_lines(s):
+                tr.write_line(line, bold=True)

@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonTimeout, WorkerLog, procinfo, wait_timeout, wait_until
+from stdio_bus_conformance import (DaemonTimeout, WorkerLog, check, checking, procinfo, wait_timeout,
+                                   wait_until)
 
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
 # closes their stdin, and a mock that exits at EOF first never logs the signal.
@@ -188,9 +189,11 @@ def test_worker_line_without_extractable_routing_fields_fails_the_worker(bus, li
     c = bus.client()
     (bad_sid, victim), (good_sid, _) = sessions_on_distinct_workers(c, 2)
     emit_via(c, bad_sid, line.replace("%s", bad_sid))
-    d.wait_log("ERROR", any_of=(victim, "sick"))
-    bus.worker_log("sick").wait_for(lambda r: r.kind == "signal" and r.pid == victim, wait_timeout(),
-                                    f"'signal' (SIGTERM to the worker {victim} that wrote it)")
+    # a method that is not a string is malformed only in our reading (SB-I-27, SHOULD)
+    with checking("SB-I-27" if '"method":[' in line else "SB-5.3-1"):
+        d.wait_log("ERROR", any_of=(victim, "sick"))
+        bus.worker_log("sick").wait_for(lambda r: r.kind == "signal" and r.pid == victim, wait_timeout(),
+                                        f"'signal' (SIGTERM to the worker {victim} that wrote it)")
     c.sync(session=good_sid)
     assert not [x for x in c.received if b"MALFORMED-7" in x], "the malformed line was forwarded"
 
@@ -207,8 +210,8 @@ def test_malformed_output_invalidates_the_workers_sessions(bus):
     # precondition: while bad_sid exists, the healthy worker can notify its owner (SB-I-31)
     emit_via(c, good_sid, cross_note(bad_sid, "BEFORE"))
     before = c.sync(session=good_sid)
-    assert any(b"BEFORE" in x for x in before), \
-        "precondition (SB-I-31): a notification for a live session from another worker was not delivered"
+    check("SB-I-31", any(b"BEFORE" in x for x in before),
+          "precondition (SB-I-31): a notification for a live session from another worker was not delivered")
     emit_via(c, bad_sid, "this is not json\n")
     d.wait_log("ERROR", any_of=(victim, "sick"))
     assert not gone(victim)
@@ -241,7 +244,7 @@ def test_malformed_output_gets_the_worker_sigterm_then_a_restart(bus):
 
 
 @ONE_MODE
-@pytest.mark.clause("SB-I-29", "SB-B-3")
+@pytest.mark.clause("SB-B-3", "SB-I-29")
 def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
     # The victim ignores SIGTERM and stays up at EOF, so only SIGKILL ends it.
     d = bus.start({"limits": {"drain_timeout_sec": 1}},
@@ -261,19 +264,20 @@ def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
         assert pid_of(c.request()) == healthy
     assert pid_of(c.request(session="fresh")) == healthy
     assert len(log.select("in", victim)) == received_then, "a STOPPING worker was given a message"
-    # its stdin is closed (the daemon no longer holds the pipe's write end)
-    # while it still runs
-    wait_until(lambda: stdin_pipe not in procinfo.fds(d.pid).values() or gone(victim), wait_timeout(),
-               "the daemon closing the failed worker's stdin")
-    assert not gone(victim), "the failed worker's stdin stayed open until the worker was gone"
-    # what it wrote after the garbage was discarded
-    assert not any(b"AFTER-GARBAGE" in x for x in c.sync(session=good_sid) + c.received)
-    # SIGKILL once drain_timeout_sec (1 s) has passed
-    wait_until(lambda: gone(victim), 1 + wait_timeout(), "the worker that ignores SIGTERM being killed")
-    waited = (time.monotonic_ns() - term.t_ns) / 1e9
-    assert waited >= 0.8, f"the worker was killed {waited:.2f} s after SIGTERM, before drain_timeout_sec (1 s)"
-    assert not any(r.kind == "exit" and r.pid == victim for r in log.records()), \
-        "the worker exited by itself: it should have been killed"
+    # SB-I-29 from here on: its stdin is closed (the daemon no longer holds
+    # the pipe's write end) while it still runs
+    with checking("SB-I-29"):
+        wait_until(lambda: stdin_pipe not in procinfo.fds(d.pid).values() or gone(victim), wait_timeout(),
+                   "the daemon closing the failed worker's stdin")
+        assert not gone(victim), "the failed worker's stdin stayed open until the worker was gone"
+        # what it wrote after the garbage was discarded
+        assert not any(b"AFTER-GARBAGE" in x for x in c.sync(session=good_sid) + c.received)
+        # SIGKILL once drain_timeout_sec (1 s) has passed
+        wait_until(lambda: gone(victim), 1 + wait_timeout(), "the worker that ignores SIGTERM being killed")
+        waited = (time.monotonic_ns() - term.t_ns) / 1e9
+        assert waited >= 0.8, f"the worker was killed {waited:.2f} s after SIGTERM, before drain_timeout_sec (1 s)"
+        assert not any(r.kind == "exit" and r.pid == victim for r in log.records()), \
+            "the worker exited by itself: it should have been killed"
 
 
 # =========================================================================================
@@ -344,8 +348,8 @@ def test_worker_exit_invalidates_its_sessions(bus, exit_kind):
     c = bus.client()
     (dead_sid, dead), (good_sid, _) = sessions_on_distinct_workers(c, 2)
     emit_via(c, good_sid, cross_note(dead_sid, "BEFORE"))
-    assert any(b"BEFORE" in x for x in c.sync(session=good_sid)), \
-        "precondition (SB-I-31): a notification for a live session from another worker was not delivered"
+    check("SB-I-31", any(b"BEFORE" in x for x in c.sync(session=good_sid)),
+          "precondition (SB-I-31): a notification for a live session from another worker was not delivered")
     exit_via(c, dead_sid, 0)
     wait_until(lambda: gone(dead), wait_timeout(), "the worker exited and reaped")
     emit_via(c, good_sid, cross_note(dead_sid, "AFTER"))
@@ -468,9 +472,9 @@ def test_restart_delays_double_up_to_the_cap(bus):
     overhead = worker_lifecycle_overhead_ms(bus)
     expected = [min(base * 2 ** k, cap) for k in range(5)]
     for k, (g, e) in enumerate(zip(gaps, expected)):
-        assert e * 0.95 <= g <= e + 80 + overhead, (
-            f"restart {k + 1}: delay {g:.0f} ms, expected {e} ms (+ {overhead:.0f} ms of the "
-            f"worker's own exit and start-up); all: {gaps}")
+        check("SB-I-9", e * 0.95 <= g <= e + 80 + overhead,
+              f"restart {k + 1}: delay {g:.0f} ms, expected {e} ms (+ {overhead:.0f} ms of the "
+              f"worker's own exit and start-up); all: {gaps}")
     # Growth, from differences, in which that overhead cancels. Two restarts
     # apart (150 and 200 ms expected), because under a sanitizer the overhead
     # itself varies by about 40 ms from one restart to the next.
@@ -505,7 +509,8 @@ def test_worker_stays_stopped_after_max_restarts(bus):
                          bus.pool("ok", 1)])
     log = bus.worker_log("crashy")
     log.wait_count(lambda r: r.kind == "exit", 4, wait_timeout(), "'exit' (four exits: three restarts)")
-    d.wait_log("ERROR", any_of=("crashy",))  # SB-I-10: the give-up is logged as an error
+    with checking("SB-I-10"):  # the give-up is logged as an error
+        d.wait_log("ERROR", any_of=("crashy",))
     with pytest.raises(DaemonTimeout):  # 25 restart delays: a fifth start would be here by now
         log.wait_count(lambda r: r.kind == "start", 5, 0.5)
     assert len(log.select("start")) == 4
@@ -523,7 +528,8 @@ def test_max_restarts_zero_never_restarts(bus):
     pid = log.pids()[0]
     exit_via(c, sid, 0)
     wait_until(lambda: gone(pid), wait_timeout(), "the worker exited and reaped")
-    d.wait_log("ERROR", any_of=("once",))
+    with checking("SB-I-10"):  # the give-up is logged as an error
+        d.wait_log("ERROR", any_of=("once",))
     with pytest.raises(DaemonTimeout):  # longer than our default first restart delay (1 s)
         log.wait_count(lambda r: r.kind == "start", 2, 1.5)
     for i in range(3):
@@ -647,7 +653,8 @@ def test_late_response_for_a_departed_client_reaches_no_one(bus):
         "emit": '{"jsonrpc":"2.0","id":"late-1","result":{"marker":"LATE"}}\n'}})
     assert b.sync() == [], "a response for a departed client reached a new client"
     assert not any(b"LATE" in x for x in b.received)
-    d.wait_log("WARN", since=since)
+    with checking("SB-I-23"):  # "discarded with a warning"
+        d.wait_log("WARN", since=since)
 
 
 @pytest.mark.modes("unix", "tcp")

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from stdio_bus_conformance import DaemonExited, DaemonTimeout, wait_timeout
+from stdio_bus_conformance import DaemonExited, DaemonTimeout, check, wait_timeout
 
 SO_ACCEPTCON = 0x10000  # /proc/net/unix "Flags": the socket is listening
 TCP_LISTEN = "0A"
@@ -169,8 +169,11 @@ def test_unix_mode_listens_on_the_path_and_serves_every_client(bus):
 @pytest.mark.clause("SB-4.1.1-4", "SB-3.1-3", "SB-4.1.2-2", "SB-I-22")
 def test_tcp_mode_listens_on_host_and_port_and_serves_every_client(bus):
     d = bus.start(instances=2)
-    assert listening_sockets(d.pid) == [("tcp", (d.host, d.port))], \
-        f"expected exactly one listening socket, {d.host}:{d.port}: {listening_sockets(d.pid)}"
+    socks = listening_sockets(d.pid)
+    assert len(socks) == 1 and socks[0][1][1] == d.port, \
+        f"expected exactly one listening socket, on port {d.port}: {socks}"
+    check("SB-I-22", socks[0] == ("tcp", (d.host, d.port)),
+          f"it listens on {socks[0][1]}, not on exactly the host given ({d.host})")
     clients = [bus.client() for _ in range(6)]
     for i, c in enumerate(clients):
         c.send_json({"jsonrpc": "2.0", "id": f"t{i}", "method": "echo", "sessionId": f"s{i}"})
