@@ -166,3 +166,45 @@ def test_served(bus):
     ext = [line for line in run.results["verdict"]["lines"] if line.startswith("our extensions")]
     assert ext == ["our extensions (SB-X, judged where the profile claims them): 0 SHOULD/MAY clauses warn (of 1), "
                    "1 not judged"], ext
+
+
+def test_another_daemon_gets_the_neutral_profile(tmp_path, fakes):
+    """--daemon pointing at anything but our build, without --profile: the
+    spec's command line and no extension claimed."""
+    import subprocess
+    from conftest import PYTHON, RUN_PY, SPEC
+    suite = write_suite(tmp_path / "suite", '''
+@pytest.mark.modes("stdio")
+@pytest.mark.requires("worker_id_env")
+@pytest.mark.clause("SB-X-1")
+def test_our_extension(bus):
+    pass
+
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-6.1-1")
+def test_served(bus):
+    bus.start(instances=1)
+    bus.client().request()
+''')
+    res = tmp_path / "res"
+    p = subprocess.run([PYTHON, str(RUN_PY), "--daemon", str(fakes["fake_daemon.py"]), "--mock-worker",
+                        str(fakes["fake_worker.py"]), "--spec", str(SPEC), "--tests-dir", str(suite),
+                        "--report-dir", str(res), "-j", "1", "--no-coverage-gate"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    data = json.loads((res / "results.json").read_text())
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert data["profile"] == "(built-in spec-only)"
+    outcomes = {t["nodeid"].split("::")[1]: t["outcome"] for t in data["tests"]}
+    assert outcomes == {"test_our_extension[stdio]": "unsupported", "test_served[stdio]": "pass"}
+
+
+def test_extension_config_key_without_requires_is_a_harness_error(harness, tmp_path):
+    suite = write_suite(tmp_path / "suite", '''
+@pytest.mark.modes("stdio")
+@pytest.mark.clause("SB-6.1-1")
+def test_uses_our_key(bus):
+    bus.start({"orphan_policy": "error"}, instances=1)
+''')
+    run = harness("--no-coverage-gate", tests=suite)
+    assert run.rc == 2 and run.outcome_of("test_uses_our_key") == {"harness-error"}, run.output
+    assert "requires('orphan_policy')" in run.results["tests"][0]["message"]

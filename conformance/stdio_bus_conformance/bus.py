@@ -35,6 +35,10 @@ from .transcript import Recorder
 from .workerlog import WorkerLog
 
 ARTIFACT_TEST_CAP = 4 << 20       # bytes of artifacts one test may leave
+# configuration keys of our extensions, and the profile feature that claims each
+EXTENSION_KEYS = {("limits", "restart_backoff_ms"): "restart_backoff",
+                  ("limits", "restart_backoff_max_ms"): "restart_backoff",
+                  ("orphan_policy",): "orphan_policy"}
 TRANSCRIPT_CAP = 2 << 20          # of which the transcript
 WORKER_LOG_CAP = 1 << 20          # and each worker log copy
 
@@ -103,6 +107,7 @@ class Bus:
         self._leftovers_ok: str | None = None
         self.findings: list[dict] = []
         self.truncated: list[str] = []                # artifacts that were cut
+        self.requires: set = set()                    # features the test requires (the fixture sets them)
         reset_ids()
 
     @property
@@ -131,6 +136,7 @@ class Bus:
             wait_workers = False
         else:
             self.config_data = self.config(overrides, instances=instances, pools=pools)
+            self._check_extension_keys(self.config_data)
         path = cfg.write_config(self.workdir / f"config{len(self.daemons) or ''}.json", self.config_data)
         d = Daemon(profile=self.profile, daemon_path=self.ctx.daemon, mode=self.mode,
                    workdir=self.workdir, config_path=path, recorder=self.recorder,
@@ -140,6 +146,17 @@ class Bus:
         if wait_workers:
             self._wait_workers()
         return d
+
+    def _check_extension_keys(self, data: dict) -> None:
+        """Our extensions' configuration keys only in tests that require the
+        feature: a daemon without it must never be judged on them."""
+        for path, feature in EXTENSION_KEYS.items():
+            node = data
+            for key in path:
+                node = node.get(key) if isinstance(node, dict) else None
+            if node is not None and feature not in self.requires:
+                raise HarnessError(f"the test configures {'.'.join(path)} (our extension) without "
+                                   f"@pytest.mark.requires({feature!r})")
 
     def _wait_workers(self) -> None:
         for p in self.config_data.get("pools", []):

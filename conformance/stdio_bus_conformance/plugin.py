@@ -156,6 +156,7 @@ def bus(request, sb_mode):
         if missing:
             pytest.skip(f"unsupported: the profile lacks feature(s) {', '.join(missing)}")
     b = Bus(state.ctx, sb_mode, request.node.nodeid)
+    b.requires = {f for m in request.node.iter_markers("requires") for f in m.args}
     request.node._sb_bus = b
     context.state.bus = b
     try:
@@ -282,7 +283,10 @@ class State:
         daemon = os.path.abspath(opt("daemon") or default_daemon())
         if not (os.path.isfile(daemon) and os.access(daemon, os.X_OK)):
             self.fatal.append(f"daemon not found or not executable: {daemon} (pass --daemon PATH)")
-        profile_path = opt("profile") or default_profile()
+        # our own build is judged with our profile (our CLI, our extensions);
+        # any other daemon with the spec's CLI and no extension unless --profile says otherwise
+        ours = os.path.realpath(daemon) == os.path.realpath(default_daemon())
+        profile_path = opt("profile") or (default_profile() if ours else None)
         try:
             profile = load_profile(profile_path)
         except HarnessError as exc:

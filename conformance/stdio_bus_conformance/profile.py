@@ -37,7 +37,9 @@ PLACEHOLDERS = ("daemon", "config", "mode_flag", "socket", "host", "port")
 
 @dataclass
 class Profile:
-    name: str = "stdio_bus"
+    """Defaults: the neutral, spec-only profile (the spec's command line,
+    every mode, no extension)."""
+    name: str = "spec-only"
     command: list = field(default_factory=lambda: ["{daemon}", "--config", "{config}", "{mode_flag}"])
     extra_args: list = field(default_factory=list)
     env: dict = field(default_factory=dict)
@@ -80,7 +82,8 @@ def _fill(template: str, values: dict, profile: str) -> str:
 
 
 def load_profile(path: str | Path | None) -> Profile:
-    """Reads a profile file; None gives the built-in profile of our daemon."""
+    """Reads a profile file; None gives the built-in neutral profile: the
+    spec's command line (--config, --stdio/--unix/--tcp), no features."""
     if path is None:
         return Profile()
     path = Path(path)
