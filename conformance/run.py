@@ -79,6 +79,8 @@ def parse_args(argv):
                    help="only list clause coverage; exit 2 if a MUST clause has no test")
     p.add_argument("--no-coverage-gate", action="store_true",
                    help="list untested MUST clauses without failing the run")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="skip the preflight (systemic checks before the tests; see README)")
     w = p.add_argument_group("worker mode", "judge a worker against WORKER_SPEC.md instead of a daemon")
     w.add_argument("--worker", metavar="'COMMAND ARGS'",
                    help="the worker: its command line as one shell-quoted string")
@@ -146,6 +148,8 @@ def pytest_args(opts, extra) -> list[str]:
         a += ["-k", opts.keyword]
     if opts.no_coverage_gate:
         a.append("--no-coverage-gate")
+    if opts.no_preflight:
+        a.append("--no-preflight")
     if opts.coverage:
         a += ["--collect-only", "-qq", "--coverage-only", "-p", "no:xdist"]
     else:

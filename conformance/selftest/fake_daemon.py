@@ -30,6 +30,7 @@ behaviour off, so a self-test can show that the matching tests fail:
   log-stdout           write log lines to stdout as well as stderr
   quiet                write no log lines at all
   crash-on-start       exit 3 at once
+  no-restart           never restart a worker that exited
 Hostile ones, for the harness's own bounds (time, disk, processes):
   segv-on-malformed    die of SIGSEGV right after a malformed client line (closing nothing first)
   segv-after-close     close the client of a malformed line, then die of SIGSEGV
@@ -134,21 +135,51 @@ class Daemon:
         self.mode, self.address = mode, address
         self.config = config
         self.nclients = 0
+        self.restarts = {}   # worker slot -> restart times in the window
+        self.timers = []     # (when, dead worker endpoint) restarts due
 
     # -- setup ------------------------------------------------------------------
     def spawn(self):
-        wid = 0
         for pool in self.config["pools"]:
             for _ in range(int(pool["instances"])):
-                env = dict(os.environ, STDIO_BUS_WORKER_ID=str(wid), STDIO_BUS_POOL_ID=pool["id"])
-                proc = subprocess.Popen([pool["command"]] + list(pool.get("args", [])), env=env,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                        stderr=subprocess.STDOUT if "stderr-as-stdout" in BREAKS else None)
-                w = Endpoint("worker", f"worker {wid}", proc.stdout.fileno(), proc.stdin.fileno(), proc=proc)
-                self.workers.append(w)
-                self.sel.register(w.rfd, selectors.EVENT_READ, w)
-                log("INFO", f"[{w.name} pid={proc.pid}] started")
-                wid += 1
+                self.workers.append(self.spawn_one(pool, len(self.workers)))
+
+    def spawn_one(self, pool, wid):
+        env = dict(os.environ, STDIO_BUS_WORKER_ID=str(wid), STDIO_BUS_POOL_ID=pool["id"])
+        proc = subprocess.Popen([pool["command"]] + list(pool.get("args", [])), env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                stderr=subprocess.STDOUT if "stderr-as-stdout" in BREAKS else None)
+        w = Endpoint("worker", f"worker {wid}", proc.stdout.fileno(), proc.stdin.fileno(), proc=proc)
+        w.pool, w.wid = pool, wid
+        self.sel.register(w.rfd, selectors.EVENT_READ, w)
+        log("INFO", f"[{w.name} pid={proc.pid}] started")
+        return w
+
+    def worker_gone(self, w):
+        """A worker's stdout ended: it exited. Restarted after a short delay
+        (at most max_restarts times within restart_window_sec)."""
+        try:
+            w.proc.wait(1)
+        except subprocess.TimeoutExpired:
+            pass
+        for sid in [s for s, (wk, _) in self.sessions.items() if wk is w]:
+            del self.sessions[sid]
+        limits = self.config.get("limits", {})
+        now = time.monotonic()
+        window = [t for t in self.restarts.get(w.wid, []) if now - t < limits.get("restart_window_sec", 60)]
+        if "no-restart" in BREAKS or self.stop or len(window) >= limits.get("max_restarts", 5):
+            log("ERROR" if not self.stop else "INFO", f"[{w.name}] exited: not restarted")
+            return
+        self.restarts[w.wid] = window + [now]
+        self.timers.append((now + 0.05 * 2 ** len(window), w))
+
+    def run_timers(self):
+        now = time.monotonic()
+        due = [t for t in self.timers if t[0] <= now]
+        self.timers = [t for t in self.timers if t[0] > now]
+        for _, old in due:
+            if not self.stop:
+                self.workers[old.wid] = self.spawn_one(old.pool, old.wid)
 
     def listen(self):
         if self.mode == "stdio":
@@ -334,9 +365,16 @@ class Daemon:
             else:
                 ep.closed = True
                 self.sel.unregister(ep.rfd)
+                self.worker_gone(ep)
             return
         if "forward-partial" in BREAKS and ep.kind == "client":
             self.workers[0].write(data)
+            ep.inbuf += data  # lines are still read, to route the answers back
+            while b"\n" in ep.inbuf:
+                line, ep.inbuf = ep.inbuf.split(b"\n", 1)
+                rid = raw_members(line + b"\n").get("id") if line.strip().startswith(b"{") else None
+                if rid is not None:
+                    self.pending[self.key(self.workers[0], rid)] = ep
             return
         ep.inbuf += data
         while b"\n" in ep.inbuf and not ep.closed:
@@ -345,8 +383,9 @@ class Daemon:
 
     def run(self):
         while not self.stop:
-            for key, _ in self.sel.select(0.05):
+            for key, _ in self.sel.select(0.02):
                 self.on_readable(key.data)
+            self.run_timers()
         self.shutdown()
 
     def shutdown(self):

@@ -173,9 +173,11 @@ def test_daemon_ignoring_sigterm_is_killed_and_reported(harness, tmp_path):
                   daemon=fake)
     took = time.monotonic() - t0
     assert run.rc == 1, run.output
-    kinds = [f["kind"] for f in run.results["findings"]]
-    assert kinds.count("teardown-kill") == 3, run.results["findings"]
-    assert "teardown(s) needed SIGKILL" in " ".join(run.results["exit_reasons"])
+    # the preflight finds SIGTERM ignored: one root cause, and each teardown kills at once
+    assert "sigterm broken (SB-10.1-1)" in " ".join(run.results["exit_reasons"])
+    kills = [f for f in run.results["findings"] if f["kind"] == "teardown-kill"]
+    assert len(kills) == 3 and {f["root_cause"] for f in kills} == {"sigterm"}, run.results["findings"]
+    assert "0.2 s" in kills[0]["detail"]
     assert took < 30
     time.sleep(0.2)
     assert leftovers(str(fake)) == []

@@ -130,7 +130,7 @@ def test_verdict_lines_state_the_spec_verdict_and_what_was_not_judged(harness):
     ok = harness(profile='modes = ["unix"]\n')
     interp = ok.results["verdict"]["lines"][0]
     assert interp == ("our interpretations (SB-I, where the spec is silent): 0 MUST clauses fail (of 1), "
-                      "1 not judged (mode stdio unsupported; mode tcp unsupported); "
+                      "1 not judged (modes stdio, tcp unsupported); "
                       "0 SHOULD/MAY clauses warn (of 1), 1 not judged"), interp
     md = (ok.report_dir / "report.md").read_text()
     assert "not judged" in md

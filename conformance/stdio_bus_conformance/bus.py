@@ -90,7 +90,9 @@ def copy_clipped(src: Path, dest: Path, limit: int) -> bool:
 
 
 class Bus:
-    def __init__(self, ctx: RunContext, mode: str, nodeid: str):
+    def __init__(self, ctx: RunContext, mode: str, nodeid: str, sweep: bool = True):
+        """sweep: kill every process left below the harness at teardown (a
+        test's bus; the preflight's run side by side and sweep by mark)."""
         self.ctx = ctx
         self.mode = mode
         self.nodeid = nodeid
@@ -103,7 +105,9 @@ class Bus:
         self.daemons: list[Daemon] = []
         self.config_data = None
         self._pools: dict[str, WorkerLog] = {}
-        self._baseline = set(contain.descendants())   # processes that are not this test's
+        self.sweep = sweep
+        self._baseline = set(contain.descendants()) if sweep else set()  # processes that are not this test's
+        self.cited: tuple = ()                        # the test's clauses (the fixture sets them)
         self._leftovers_ok: str | None = None
         self.findings: list[dict] = []
         self.truncated: list[str] = []                # artifacts that were cut
@@ -137,10 +141,14 @@ class Bus:
         else:
             self.config_data = self.config(overrides, instances=instances, pools=pools)
             self._check_extension_keys(self.config_data)
+            if len(self.config_data.get("pools", [])) > 1:
+                self.stand_on("two-pools")
         path = cfg.write_config(self.workdir / f"config{len(self.daemons) or ''}.json", self.config_data)
         d = Daemon(profile=self.profile, daemon_path=self.ctx.daemon, mode=self.mode,
                    workdir=self.workdir, config_path=path, recorder=self.recorder,
                    timeout=self.ctx.timeout, env={contain.MARK_ENV: self.ctx.token} if self.ctx.token else None)
+        d.on_signal = self._on_signal
+        d.on_stdin_close = lambda: self.stand_on("stdin-eof")
         self.daemons.append(d)
         d.start()
         if wait_workers:
@@ -169,6 +177,11 @@ class Bus:
             log.wait_count(lambda r: r.kind == "start", n, self.profile.startup_timeout,
                            f"'start' (the daemon should spawn {n} workers)",
                            check=lambda: d._check_alive("while its workers were starting"))
+
+    def _on_signal(self, sig: int) -> None:
+        from .preflight import SIGNAL_ITEMS
+        if sig in SIGNAL_ITEMS:
+            self.stand_on(SIGNAL_ITEMS[sig])
 
     @property
     def daemon(self) -> Daemon:
@@ -205,24 +218,30 @@ class Bus:
         DaemonCrashed when a daemon crashed during the test (before the
         teardown), so the test fails on it even when it did not wait again."""
         crashed, normal_exit = None, True
+        # when the preflight found SIGTERM broken, what it does at each teardown is that root
+        # cause; when it found SIGTERM fine, a crash at this teardown is this test's doing
+        term = self.ctx.preflight.items.get("sigterm") if self.ctx.preflight is not None else None
+        cause = "sigterm" if term is not None and term.status == "broken" else None
         for d in self.daemons:
             info = d.stop(self.ctx.term_grace)
             if not info:
                 continue
             if info.get("crashed_before_teardown"):
                 crashed = crashed or d
+            elif info.get("crash") and term is not None and term.status == "ok":
+                crashed = crashed or d
             elif info.get("crash"):
                 self._finding("teardown-crash", f"the daemon died of {info['crash']} after the harness's "
-                              "SIGTERM at teardown", "SB-10.2-6")
+                              "SIGTERM at teardown", "SB-10.2-6", cause)
             if info.get("killed"):
                 self._finding("teardown-kill", f"the daemon did not exit within {self._grace(d):g} s of "
-                              "SIGTERM at teardown: the harness sent SIGKILL", "SB-10.1-1")
+                              "SIGTERM at teardown: the harness sent SIGKILL", "SB-10.1-1", cause)
             if info.get("killed") or info.get("status") is None or info["status"] < 0:
                 normal_exit = False  # killed by a signal: it could not stop its workers
             if d.stderr_total > STDERR_KEEP:
                 self._finding("flood", f"the daemon wrote {d.stderr_total} bytes to stderr in one test; "
                               f"the harness kept the last {STDERR_KEEP >> 20} MiB")
-        left = contain.kill_all(self._baseline)
+        left = contain.kill_all(self._baseline) if self.sweep else []
         for d in self.daemons:  # the daemons' own groups too, where no subreaper is available
             if d.proc is not None:
                 try:
@@ -245,15 +264,35 @@ class Bus:
                 self.recorder.note(f"teardown: killed {len(left)} process(es) left by a daemon that did "
                                    f"not exit by itself: {listed}{more}")
         if crashed is not None:
-            raise DaemonCrashed(f"the daemon died of {crashed.crash} during the test"
+            when = "during the test" if crashed.crash_phase == "test" else \
+                "at teardown, on SIGTERM (which it handles in the preflight)"
+            raise DaemonCrashed(f"the daemon died of {crashed.crash} {when}"
                                 f"{crashed._stderr_tail()}", crashed.crash)
 
     def _grace(self, d: Daemon) -> float:
         return d.profile.shutdown_timeout if self.ctx.term_grace is None else self.ctx.term_grace
 
-    def _finding(self, kind: str, detail: str, clause: str | None = None) -> None:
+    def _finding(self, kind: str, detail: str, clause: str | None = None, root_cause: str | None = None) -> None:
         self.recorder.note(f"finding ({kind}): {detail}")
-        self.findings.append({"kind": kind, "test": self.nodeid, "detail": detail, "clause": clause})
+        f = {"kind": kind, "test": self.nodeid, "detail": detail, "clause": clause}
+        if root_cause:
+            f["root_cause"] = root_cause
+        self.findings.append(f)
+
+    # -- preflight: what this test stands on ----------------------------------------------
+    def stand_on(self, item: str) -> None:
+        """The test is about to use the preflight item's behaviour: when the
+        preflight found it broken (and the test does not judge it itself),
+        the test is blocked here."""
+        pf = self.ctx.preflight
+        if pf is None:
+            return
+        r = pf.blocking(item, self.cited)
+        if r is not None:
+            import pytest  # only ever called from a running test
+            from .preflight import blocked_message
+            self.recorder.note(f"blocked: the preflight found {item} broken: {r.message}")
+            pytest.skip(blocked_message(r))
 
     def transcript(self) -> str:
         logs = [(p["id"], self.worker_log(p["id"])) for p in self._config_pools()]

@@ -374,9 +374,9 @@ class StdioClient(Client):
     def close(self) -> None:
         """Closes the daemon's stdin (end of input for the one client)."""
         if not self._closed_by_us:
-            self._closed_by_us = True
             if self.on_close is not None:
-                self.on_close()
+                self.on_close()  # may block the test (preflight stdin-eof broken): then nothing is closed
+            self._closed_by_us = True
             self.recorder.note(f"{self.name}: harness closed the daemon's stdin")
             try:
                 self._wfile.close()

@@ -88,6 +88,22 @@ def short_reason(r) -> str:
     return r.outcome
 
 
+def reason_category(reason: str) -> str:
+    """The one cause a verdict line counts a not-judged clause under: a
+    block by the preflight first, then a mode, a feature, slowness..."""
+    parts = reason.split("; ")
+    modes = [p.split()[1] for p in parts if p.startswith("mode ") and p.endswith(" unsupported")]
+    if len(modes) > 1 and not any(p.startswith("blocked") for p in parts):
+        return f"modes {', '.join(modes)} unsupported"
+    for prefix, word in (("blocked", "blocked by the preflight"), ("mode", None), ("feature", None),
+                         ("worker profile", None), ("slow", None), ("harness error", None),
+                         ("interrupted", None), ("its tests stopped", None), ("not selected", None)):
+        for p in parts:
+            if p.startswith(prefix):
+                return word or p
+    return parts[0] if parts else reason
+
+
 def _reason(outcome: str, unjudged: list) -> str:
     if outcome == "not run":
         return "not selected"
@@ -99,8 +115,16 @@ def _reason(outcome: str, unjudged: list) -> str:
     return "; ".join(reasons)
 
 
+def _message(failing: list, results: dict, broken: list) -> str:
+    if not failing:
+        return ""
+    if failing[0] in results:
+        return results[failing[0]].message
+    return next((f"preflight {r.name}: {r.message}" for r in broken), "")
+
+
 def compute(registry: Registry, inventory: dict, results: dict | None = None,
-            complete: bool = True, gate: bool = True) -> Coverage:
+            complete: bool = True, gate: bool = True, preflight=None, expected_items=()) -> Coverage:
     """inventory: nodeid -> cited clause ids (all collected tests);
     results: nodeid -> TestResult of the tests that ran."""
     results = results or {}
@@ -128,9 +152,14 @@ def compute(registry: Registry, inventory: dict, results: dict | None = None,
             if o in ("fail", "warn", "xfail") and getattr(r, "clause", None) not in (None, c.id):
                 o = "not judged"
             contrib[t] = o
+        # a broken preflight item is a failure of its clause, reported once, as a root cause
+        broken = [r for r in (preflight.items.values() if preflight is not None else [])
+                  if r.status == "broken" and r.clause == c.id]
+        contrib = {**{f"preflight::{r.name}[{r.mode}]": "xfail" if r.name in expected_items else
+                      "fail" if c.mandatory else "warn" for r in broken}, **contrib}
         outcome = next((o for o in OUTCOME_RANK if o in contrib.values()), "not run")
         failing = [t for t, o in contrib.items() if o in ("fail", "warn", "xfail")]
-        reason = _reason(outcome, [results[t] for t, o in contrib.items() if o not in JUDGED])
+        reason = _reason(outcome, [results[t] for t, o in contrib.items() if o not in JUDGED and t in results])
         partial = outcome in JUDGED and any(o in ("blocked", "unsupported") for o in contrib.values())
         if status == "untested" and c.mandatory:
             why = "no test cites it" if c.check == "black-box" else \
@@ -139,7 +168,7 @@ def compute(registry: Registry, inventory: dict, results: dict | None = None,
         clauses.append(ClauseCoverage(c.id, c.level, c.section, c.check, c.statement, c.notes,
                                       status, tests, outcome, tier(c.id),
                                       reason if tests and (outcome not in JUDGED or partial) else "", partial,
-                                      failing, results[failing[0]].message if failing else ""))
+                                      failing, _message(failing, results, broken)))
     sections: dict[str, dict] = {}
     for cc in clauses:
         top = cc.section.split(".", 1)[0]

@@ -118,6 +118,8 @@ class Daemon:
         self._stdio_client: StdioClient | None = None
         self._clients: list = []
         self._nclients = 0
+        self.on_signal = None       # called with a signal before the harness sends it (preflight blocking)
+        self.on_stdin_close = None  # called before the harness closes the stdio client's stdin
 
     # -- start ---------------------------------------------------------------
     def start(self) -> "Daemon":
@@ -181,7 +183,7 @@ class Daemon:
         if self.mode == "stdio":
             self._stdio_client = StdioClient("client#1", self.recorder, self.proc.stdin,
                                              self.proc.stdout, self.timeout, watch=self._client_watch)
-            self._stdio_client.on_close = self.expect_exit  # end of stdin ends stdio mode (SB-I-5)
+            self._stdio_client.on_close = self._stdin_closing  # end of stdin ends stdio mode (SB-I-5)
             self._clients.append(self._stdio_client)
         else:
             self._spawn_reader(self.proc.stdout.fileno(), self._on_stdout, "stdout")
@@ -380,6 +382,11 @@ class Daemon:
     def running(self) -> bool:
         return self.proc is not None and not self._exited.is_set() and self.proc.poll() is None
 
+    def _stdin_closing(self) -> None:
+        if self.on_stdin_close is not None and not self.teardown:
+            self.on_stdin_close()
+        self.exit_expected = True
+
     def expect_exit(self) -> None:
         """The test is about to make the daemon exit in a way the harness
         cannot see (e.g. a configuration it must reject): its exit is no
@@ -387,6 +394,8 @@ class Daemon:
         self.exit_expected = True
 
     def signal(self, sig: int) -> None:
+        if self.on_signal is not None:
+            self.on_signal(sig)
         self.recorder.note(f"harness sends {signame(sig)} to the daemon")
         if sig not in (0, signal.SIGSTOP, signal.SIGCONT, signal.SIGCHLD):
             self.sent_signals.add(int(sig))

@@ -137,7 +137,8 @@ BINDING_FINDINGS = {  # findings that fail the run on their own: kind -> what th
 
 def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
             gate_failures: list, min_tests: int, nothing_selected: bool,
-            findings: list = (), interrupted: bool = False) -> Verdict:
+            findings: list = (), interrupted: bool = False, broken: list = (),
+            blocked: int = 0) -> Verdict:
     """The exit code: 2 for anything that makes the run untrustworthy, else 1
     for a failure (or a stale baseline entry), else 0. Warnings never fail."""
     reasons_2, reasons_1 = [], []
@@ -157,6 +158,10 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
         reasons_2.append(f"only {ran} test(s) ran, --min-tests is {min_tests}")
     if gate_failures:
         reasons_2.append(f"coverage gate: {len(gate_failures)} MUST clause(s) without a test")
+    if broken:
+        reasons_1.append("preflight: " + ", ".join(f"{b['item']} broken ({b['clause']})" for b in broken))
+    if blocked:
+        reasons_1.append(f"{blocked} test(s) blocked (not judged)")
     if counts.get("fail"):
         reasons_1.append(f"{counts['fail']} failure(s)")
     if stale:

@@ -34,6 +34,11 @@ from . import contain, context
 from .errors import DaemonCrashed, HarnessError
 from .judge import ClauseFailure
 from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
+from .preflight import ITEMS as PREFLIGHT_ITEMS
+from .preflight import Results as PreflightResults
+from .preflight import blocked_message
+from .preflight import run as run_preflight
+from .preflight import summary_lines as preflight_lines
 from .profile import MODES, load_profile
 from .spec import CONFORMANCE_DIR, ID_RE, Registry
 from .worker_desc import FACTS, PROFILES, from_options, problems as worker_problems, profile_rank
@@ -102,6 +107,8 @@ def pytest_addoption(parser):
                 help="run only the test with this node id (repeatable; used by reproducers)")
     g.addoption("--min-tests", type=int, default=0, help="exit 2 when fewer tests ran")
     g.addoption("--wait-timeout", type=float, default=5.0, help="default deadline of one wait (s)")
+    g.addoption("--no-preflight", action="store_true",
+                help="skip the preflight (systemic checks; tests standing on a broken one are blocked)")
     g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
     g.addoption("--coverage-only", action="store_true", help="with --collect-only: print coverage, gate it")
     w = parser.getgroup("stdio-bus-worker", "stdio Bus worker conformance (WORKER_SPEC.md)")
@@ -122,6 +129,8 @@ def pytest_configure(config):
                             "facts) the test needs")
     config.addinivalue_line("markers", "worker_profile(name): worker profile a worker test needs (default: "
                             "the highest profile of the clauses it cites)")
+    config.addinivalue_line("markers", "stands_on(*items): preflight items the test needs and does not judge "
+                            "(restart-exit0, restart-crash, big-line, burst, malformed, ...): blocked when broken")
     state = State(config)
     setattr(config, STATE_KEY, state)
     config.pluginmanager.register(state, "sb_state")
@@ -155,8 +164,15 @@ def bus(request, sb_mode):
         missing = [f for f in m.args if f not in state.ctx.profile.features]
         if missing:
             pytest.skip(f"unsupported: the profile lacks feature(s) {', '.join(missing)}")
+    cited = state.item_clauses(request.node)
+    if state.ctx.preflight is not None:  # blocked before anything starts: fast
+        for item in [f"start-{sb_mode}"] + [a for m in request.node.iter_markers("stands_on") for a in m.args]:
+            r = state.ctx.preflight.blocking(item, cited)
+            if r is not None:
+                pytest.skip(blocked_message(r))
     b = Bus(state.ctx, sb_mode, request.node.nodeid)
     b.requires = {f for m in request.node.iter_markers("requires") for f in m.args}
+    b.cited = tuple(cited)
     request.node._sb_bus = b
     context.state.bus = b
     try:
@@ -244,6 +260,8 @@ class State:
         if seed is None and self.is_worker:
             seed = config.workerinput.get("sb_seed")
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+        self.preflight = PreflightResults.from_json(config.workerinput.get("sb_preflight")) \
+            if self.is_worker else None
         token = config.workerinput.get("sb_token") if self.is_worker else None
         self.token = token or f"{os.getpid()}-{self.seed}-{random.SystemRandom().randrange(1 << 32):08x}"
         self.worker_mode = bool(opt("worker") or opt("worker_description") or opt("worker_profile")
@@ -295,6 +313,35 @@ class State:
         mock = os.path.abspath(opt("mock_worker") or default_mock())
         self.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.seed,
                               timeout=opt("wait_timeout"), token=f"{self.token}/{os.getpid()}")
+        self._use_preflight(self.preflight)
+
+    def _use_preflight(self, res) -> None:
+        """Tests see the preflight through ctx; a daemon that does not exit on
+        SIGTERM is killed at once at teardown instead of after shutdown_timeout."""
+        self.preflight = res
+        if not hasattr(self, "ctx"):
+            return
+        self.ctx.preflight = res
+        term = res.items.get("sigterm") if res is not None else None
+        if term is not None and term.status == "broken" and "did not exit" in term.message:
+            self.ctx.term_grace = 0.2
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session):
+        """The preflight, once per run, before the tests (and before xdist
+        starts its workers, which receive its results)."""
+        opt = self.config.getoption
+        if (self.is_worker or self.worker_mode or self.fatal or self.config.option.collectonly
+                or opt("no_preflight") or self.preflight is not None):
+            return
+        if not (self.ctx.mock_worker and os.path.isfile(self.ctx.mock_worker)):
+            return  # no mock worker: every test is a harness error anyway
+        res = run_preflight(self.ctx)
+        self._use_preflight(res)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in preflight_lines(res):
+            if tr is not None:
+                tr.write_line(line, red=line.startswith("  BROKEN"))
 
     def _clean_report_dir(self):
         import shutil
@@ -374,6 +421,11 @@ class State:
                     problems.append(f"{item.nodeid}: cites unknown clause {a} (not in {self.registry.path})")
                 elif self.registry is not None and self.registry[a].retired:
                     problems.append(f"{item.nodeid}: cites {a}, which SPEC.md marks RETIRED")
+        for m in item.iter_markers("stands_on"):
+            bad = [x for x in m.args if x not in PREFLIGHT_ITEMS]
+            if bad or not m.args:
+                problems.append(f"{item.nodeid}: @pytest.mark.stands_on{m.args!r}: preflight items are "
+                                f"{', '.join(PREFLIGHT_ITEMS)}")
         for m in item.iter_markers("modes"):
             bad = [x for x in m.args if x not in MODES]
             if bad or not m.args:
@@ -489,6 +541,8 @@ class State:
     def pytest_configure_node(self, node):
         node.workerinput["sb_seed"] = self.seed
         node.workerinput["sb_token"] = self.token
+        if self.preflight is not None:
+            node.workerinput["sb_preflight"] = self.preflight.to_json()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
@@ -584,17 +638,35 @@ class State:
         self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
         for r in self.results.values():
             self._finish(r)
+        root_causes = reports.root_causes(self.preflight, self.results, self.findings, self.level_of)
+        expected_items = set()
+        for rc in root_causes:
+            # a broken item of a MUST clause fails the run, unless the baseline expects it
+            # ("preflight::<item>"), or it blocked nothing and the baseline expects the
+            # failures of its clause's own tests
+            listed = bl.PREFLIGHT + rc["item"] in self.baseline
+            own = [r.outcome for r in self.results.values() if r.clause == rc["clause"]]
+            expected_by_tests = bool(own) and all(o == "xfail" for o in own)
+            rc["binding"] = rc["level"] in ("MUST", "MUST NOT") and not listed and \
+                (rc["blocked"] > 0 or not expected_by_tests)
+            if listed or (rc["blocked"] == 0 and expected_by_tests):
+                expected_items.add(rc["item"])
         coverage = None
         if self.registry is not None and self.have_inventory:
             coverage = compute_coverage(self.registry, self.inventory, self.results,
-                                        complete=self.inventory_complete, gate=self.gate_enabled)
-        stale = self.baseline.stale(self.results, set(self.inventory) if self.inventory_complete else None)
+                                        complete=self.inventory_complete, gate=self.gate_enabled,
+                                        preflight=self.preflight, expected_items=expected_items)
+        blocked = sum(1 for r in self.results.values() if r.outcome == "blocked"
+                      and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items))
+        stale = self.baseline.stale(self.results, set(self.inventory) if self.inventory_complete else None,
+                                    self.preflight)
         new_failures = [n for n, r in self.results.items() if r.outcome == "fail"]
         counts = reports.count(self.results)
         v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=stale,
                     gate_failures=coverage.gate_failures if coverage else [],
                     min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
-                    findings=self.findings, interrupted=self.interrupted)
+                    findings=self.findings, interrupted=self.interrupted,
+                    broken=[rc for rc in root_causes if rc["binding"]], blocked=blocked)
         opt = self.config.getoption
         meta = {
             "suite": "stdio Bus conformance kit",
@@ -616,7 +688,7 @@ class State:
         levels = {c.id: c.level for c in self.registry} if self.registry else {}
         return reports.RunSummary(meta, self.results, counts, coverage, v, levels, base,
                                   self.collection_errors, self.fatal, self.worker_subject(),
-                                  findings=self.findings)
+                                  findings=self.findings, preflight=self.preflight, root_causes=root_causes)
 
     def subject_meta(self) -> dict:
         """daemon/profile/mock_worker of results.json. A worker run keeps the
@@ -671,7 +743,8 @@ class State:
         self.paths = reports.write_all(self.report_dir, s)
         wb = self.config.getoption("write_baseline")
         if wb:
-            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline))
+            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline,
+                                                  s.root_causes))
         session.exitstatus = s.verdict.exit_code
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -695,6 +768,8 @@ class State:
             tr.write_line(f"collection error in {e['where']}:", red=True)
             for line in e["message"].splitlines()[:20]:
                 tr.write_line(f"    {line}")
+        for line in reports.root_cause_lines(s):
+            tr.write_line(line, red=line.startswith("  "))
         for line in reports.coverage_lines(s.coverage):
             tr.write_line(line)
         for line in reports.clause_failure_lines(s):

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from .coverage import JUDGED as JUDGED_CLAUSE
-from .coverage import Coverage
+from .coverage import Coverage, reason_category
 from .judge import tier
 from .outcomes import OUTCOMES, Verdict, summary_line
 
@@ -32,6 +32,8 @@ class RunSummary:
     fatal: list = field(default_factory=list)
     worker: dict | None = None      # worker mode: name, command, description, claims, env, timeouts
     findings: list = field(default_factory=list)  # [{"kind", "test", "detail", "clause"}]
+    preflight: object = None        # preflight.Results
+    root_causes: list = field(default_factory=list)
 
 
 TIER_WORDS = {"spec": "spec", "interpretation": "our interpretation", "extension": "our extension"}
@@ -75,7 +77,8 @@ def tier_verdict(s: "RunSummary", which: str) -> dict:
             out["not_judged"] += 1
             if must:
                 out["must_not_judged"] += 1
-                why = (c.reason if c.status == "tested" else "no test") or c.outcome
+                why = reason_category(c.reason) if c.status == "tested" and c.reason else \
+                    ("no test" if c.status != "tested" else c.outcome)
                 out["reasons"][why] = out["reasons"].get(why, 0) + 1
         if c.partial:
             out["partial"] += 1
@@ -118,6 +121,39 @@ def verdict_lines(s: "RunSummary") -> list[str]:
             parts.append(f"{v['partial']} judged by fewer tests than cite them")
         lines.append(f"{head}: " + "; ".join(parts))
     return lines
+
+
+def root_causes(preflight, results: dict, findings: list, level_of) -> list[dict]:
+    """One entry per broken preflight item: its clause, tier and level, what
+    is broken, and how many tests it blocked and findings it explains."""
+    if preflight is None:
+        return []
+    out = []
+    for r in preflight.items.values():
+        if r.status != "broken":
+            continue
+        blocked = [n for n, t in results.items() if t.outcome == "blocked"
+                   and t.message.startswith(f"blocked: {r.name}:")]
+        explained = [f for f in findings if f.get("root_cause") == r.name]
+        out.append({"item": r.name, "clause": r.clause, "tier": tier(r.clause), "level": level_of(r.clause),
+                    "mode": r.mode, "message": r.message, "blocked": len(blocked),
+                    "blocked_tests": blocked[:50], "findings": len(explained)})
+    out.sort(key=lambda rc: (rc["level"] not in MANDATORY, -rc["blocked"], rc["item"]))
+    return out
+
+
+def root_cause_lines(s: "RunSummary") -> list[str]:
+    """The console's root causes: what the preflight found broken, and what it cost."""
+    out = []
+    for rc in s.root_causes:
+        if not out:
+            out.append("root causes (found by the preflight; the tests standing on them are blocked):")
+        cost = [f"{_plural(rc['blocked'], 'test')} blocked"]
+        if rc["findings"]:
+            cost.append(f"{_plural(rc['findings'], 'finding')} explained")
+        out.append(f"  {rc['item']}: {rc['message']} [{judged_as(rc['clause'], rc['level'])}; "
+                   f"{rc['mode']} mode] -> {', '.join(cost)}")
+    return out
 
 
 def clause_failure_lines(s: "RunSummary", limit: int = 60) -> list[str]:
@@ -201,6 +237,8 @@ def results_json(s: RunSummary) -> dict:
         } for r in s.results.values()],
         "collection_errors": s.collection_errors,
         "fatal_errors": s.fatal,
+        "preflight": s.preflight.to_json() if s.preflight is not None else None,
+        "root_causes": s.root_causes,
         "findings": s.findings,
         "baseline": s.baseline,
         "coverage": cov,
@@ -349,6 +387,14 @@ def report_md(s: RunSummary) -> str:
             + (": " + "; ".join(s.verdict.reasons) if s.verdict.reasons else "") + ")"]
     out += [f"- **{_md(line)}**" for line in verdict_lines(s)]
     out.append("")
+    if s.root_causes:
+        out += ["## Root causes", "", "Found by the preflight; each is judged once, on its own clause, and the "
+                "tests standing on it are `blocked`.", "",
+                "| Broken | Clause | What happens | Tests blocked |", "|---|---|---|---|"]
+        for rc in s.root_causes:
+            out.append(f"| {rc['item']} ({rc['mode']} mode) | {judged_as(rc['clause'], rc['level'])} "
+                       f"| {_md(rc['message'])} | {rc['blocked']} |")
+        out.append("")
     if s.fatal or s.collection_errors:
         out += ["## Harness errors", ""]
         out += [f"- {_md(e)}" for e in s.fatal]

@@ -304,6 +304,7 @@ def assert_starts_settle_at(bus, pool_id, n, window=0.2):
 
 
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-9.2-5", "SB-8.3-3", "SB-I-10")
 @pytest.mark.parametrize("max_restarts", [0, 2])
 def test_configured_max_restarts_is_applied(bus, max_restarts):
@@ -315,6 +316,7 @@ def test_configured_max_restarts_is_applied(bus, max_restarts):
 
 
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-9.3-6", "SB-8.1-3", "SB-I-10")
 def test_default_max_restarts_applies_when_the_field_is_omitted(bus):
     crash = bus.pool("q", 1, args=["--mode", "crash", "--crash-after-ms", "0"])

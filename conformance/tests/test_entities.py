@@ -75,6 +75,7 @@ def test_exited_worker_is_reaped_and_routed_around(bus):
     assert len(procinfo.live_children(d.pid)) == 2, "with max_restarts 0 the worker stays STOPPED"
 
 
+@pytest.mark.stands_on("burst")
 @pytest.mark.clause("SB-3.1-5")
 def test_one_thread_while_busy(bus):
     d = bus.start(instances=2)
@@ -117,6 +118,7 @@ def test_stalled_worker_does_not_delay_other_traffic(bus):
 
 
 @pytest.mark.modes("unix", "tcp")
+@pytest.mark.stands_on("big-line")
 @pytest.mark.clause("SB-3.1-5")
 def test_client_that_stops_reading_does_not_delay_others(bus):
     d = bus.start({"limits": {"max_input_buffer": 8 << 20}}, instances=2)
@@ -343,6 +345,7 @@ def test_worker_being_terminated_gets_no_new_message(bus):
 
 
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-B-4", "SB-B-2")
 def test_stopped_worker_gets_nothing_until_restarted(bus):
     bus.start({"limits": {"restart_backoff_ms": 300}}, instances=2)
@@ -379,6 +382,7 @@ def test_worker_ids_are_slots_in_configuration_order(bus):
 
 
 @pytest.mark.requires("worker_id_env", "restart_backoff")
+@pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-X-4", "SB-I-13")
 def test_restarted_worker_keeps_its_id(bus):
     bus.start({"limits": {"restart_backoff_ms": 10}}, instances=3)

@@ -455,6 +455,7 @@ def worker_lifecycle_overhead_ms(bus, runs=3):
 
 @ONE_MODE
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-7.1.3-2", "SB-I-9", "SB-X-6", "SB-X-7")
 def test_restart_delays_double_up_to_the_cap(bus):
     base, cap = 50, 300  # delays 50, 100, 200, then capped: 300, 300
@@ -485,6 +486,7 @@ def test_restart_delays_double_up_to_the_cap(bus):
 @SLOW
 @ONE_MODE
 @pytest.mark.timeout(120)
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-7.1.3-2")
 def test_restart_delays_grow_exponentially_by_default(bus):
     # No backoff setting: whatever the daemon's own schedule, each delay
@@ -501,6 +503,7 @@ def test_restart_delays_grow_exponentially_by_default(bus):
 
 @ONE_MODE
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-7.1.3-3", "SB-I-10", "SB-8.3-3", "SB-X-6")
 def test_worker_stays_stopped_after_max_restarts(bus):
     d = bus.start({"limits": {"restart_backoff_ms": 20, "restart_backoff_max_ms": 20,
@@ -538,6 +541,7 @@ def test_max_restarts_zero_never_restarts(bus):
 
 @ONE_MODE
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-I-10", "SB-7.1.3-3")
 def test_restarts_outside_the_window_do_not_count(bus):
     # max_restarts 1 per 1 s window: a worker that crashes every 1.1 s is
@@ -555,6 +559,7 @@ def test_restarts_outside_the_window_do_not_count(bus):
 
 
 @ONE_MODE
+@pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-I-39")
 def test_worker_that_closes_its_stdin_is_failed_and_restarted(bus):
     script = bus.workdir / "closer.py"
@@ -658,6 +663,7 @@ def test_late_response_for_a_departed_client_reaches_no_one(bus):
 
 
 @pytest.mark.modes("unix", "tcp")
+@pytest.mark.stands_on("malformed")
 @pytest.mark.clause("SB-7.2-3")
 @pytest.mark.parametrize("who", ["client-closes", "daemon-closes"])
 def test_disconnected_clients_fd_is_closed(bus, who):
@@ -696,6 +702,7 @@ def test_default_drain_timeout_is_30_seconds(bus):
 @pytest.mark.timeout(150)
 @pytest.mark.modes("unix")
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-8.1-4", "SB-I-10")
 def test_default_restart_window_is_60_seconds(bus):
     # max_restarts 1. Each slot is crashed at once by a request, restarted,

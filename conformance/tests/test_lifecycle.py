@@ -79,6 +79,7 @@ def test_no_zombie_whichever_way_a_worker_ends(bus):
 
 # -- file descriptors ---------------------------------------------------------------------------
 @pytest.mark.modes("unix", "tcp")
+@pytest.mark.stands_on("malformed")
 @pytest.mark.clause("SB-7.2-3", "SB-4.1.2-2")
 def test_fds_of_departed_clients_are_closed(bus):
     d = bus.start(instances=2)
@@ -109,6 +110,7 @@ def test_fds_of_departed_clients_are_closed(bus):
 
 
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-7.1.2-2", "SB-3.1-2")
 def test_fds_of_exited_workers_are_closed(bus):
     d = bus.start({"limits": {"restart_backoff_ms": 5}}, instances=2)
@@ -125,6 +127,7 @@ def test_fds_of_exited_workers_are_closed(bus):
 
 
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-3.3-1")
 def test_workers_inherit_no_descriptor_of_the_daemon(bus):
     d = bus.start({"limits": {"restart_backoff_ms": 5}}, instances=3)

@@ -313,6 +313,7 @@ def test_client_over_the_cap_for_backpressure_timeout_is_closed(bus):
 
 
 @pytest.mark.modes("stdio")  # the client side of this is tested in every mode above
+@pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-7.3.1-4", "SB-8.3-4", "SB-I-17")
 def test_worker_over_the_cap_for_backpressure_timeout_is_terminated_and_restarted(bus):
     bus.start({"limits": {"max_output_queue": CAP, "backpressure_timeout_sec": 1}},
@@ -373,6 +374,7 @@ def test_default_max_output_queue_is_four_mebibytes(bus):
 
 @pytest.mark.requires("restart_backoff")
 @pytest.mark.modes("stdio")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-8.1-3", "SB-I-10", "SB-X-6")
 def test_default_max_restarts_is_five(bus):
     d = bus.start({"limits": {"restart_backoff_ms": 10, "restart_backoff_max_ms": 10}},
@@ -387,6 +389,7 @@ def test_default_max_restarts_is_five(bus):
 @SLOW
 @pytest.mark.timeout(150)
 @pytest.mark.modes("stdio")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-8.1-3")
 def test_default_max_restarts_is_five_at_the_default_pace(bus):
     # No restart setting at all: five restarts at the daemon's own pace, then none.
@@ -580,6 +583,7 @@ def fill_sessions(c, n, prefix="sess"):
     assert got == want, f"{len(want - got)} of {n} sessions (or sessionless requests) were not served"
 
 
+@pytest.mark.stands_on("burst")
 @pytest.mark.clause("SB-8.2-2", "SB-6.1.3-2")
 def test_daemon_holds_1024_sessions_and_no_more(bus):
     bus.start(instances=1)
@@ -594,6 +598,7 @@ def test_daemon_holds_1024_sessions_and_no_more(bus):
     assert not any(b"one-too-many" in x for x in bus.worker_log().received())
 
 
+@pytest.mark.stands_on("burst")
 @pytest.mark.clause("SB-I-18")
 def test_message_beyond_the_session_table_is_discarded_and_the_client_kept(bus):
     d = bus.start(instances=1)
@@ -625,6 +630,7 @@ def answer_all(c, ids, expect):
     return answered_ids(got + c.sync())
 
 
+@pytest.mark.stands_on("burst")
 @pytest.mark.clause("SB-8.2-3")
 def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
     bus.start(instances=1)
@@ -643,6 +649,7 @@ def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
     assert "pend-over" not in got, "a 4097th pending request was tracked"
 
 
+@pytest.mark.stands_on("burst")
 @pytest.mark.clause("SB-I-18")
 def test_request_beyond_the_pending_table_is_discarded_and_the_client_kept(bus):
     d = bus.start(instances=1)
