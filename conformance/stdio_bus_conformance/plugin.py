@@ -16,6 +16,7 @@ through workeroutput).
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import random
 import re
@@ -187,8 +188,9 @@ def bus(request, sb_mode):
             request.node._sb_findings = list(b.findings)
             if getattr(request.node, "_sb_failed", False) or crash is not None or \
                     any(f["kind"] != "flood" for f in b.findings):
-                b.write_artifacts(state.artifact_dir(request.node.nodeid),
-                                  state.rerun_command(request.node), state.artifact_room())
+                dest = state.artifact_dir(request.node.nodeid)
+                b.write_artifacts(dest, state.rerun_command(request.node), state.artifact_room())
+                state.write_rerun(dest, request.node)
                 if b.truncated:
                     request.node._sb_findings.append(
                         {"kind": "truncated", "test": request.node.nodeid, "clause": None,
@@ -383,10 +385,8 @@ class State:
                 cmd += ["--worker-env", item]
             cmd += ["--wait-timeout", str(opt("wait_timeout"))]
         else:
-            cmd += ["--daemon", self.ctx.daemon]
-            if self.ctx.profile.path:
-                cmd += ["--profile", self.ctx.profile.path]
-            cmd += ["--mock-worker", self.ctx.mock_worker]
+            # everything else is in the artifact folder (rerun.json, profile.toml): see write_rerun
+            return " ".join(shlex.quote(c) for c in cmd + ["--rerun", str(self.artifact_dir(item.nodeid))])
         if opt("spec"):
             cmd += ["--spec", os.path.abspath(opt("spec"))]
         cmd += ["--seed", str(self.seed), "-j", "1", "--no-coverage-gate",
@@ -395,6 +395,32 @@ class State:
             cmd += ["--tests-dir", os.path.abspath(str(arg).split("::")[0])]
         cmd += ["--only", item.nodeid]
         return " ".join(shlex.quote(c) for c in cmd)
+
+    def write_rerun(self, dest: Path, item) -> None:
+        """What `run.py --rerun <folder>` needs to rerun the test, in the
+        folder itself: the profile (copied) and rerun.json. The daemon, the
+        mock worker and the suite are named by path (absolute, or for the
+        suite relative to run.py): a folder downloaded from CI reruns where
+        they exist at the same place, or with --daemon/--mock-worker."""
+        opt = self.config.getoption
+        (dest / "profile.toml").write_text(self.ctx.profile.to_toml())
+
+        def where(path: str) -> str:
+            p = Path(path).resolve()
+            return str(p.relative_to(CONFORMANCE_DIR)) if CONFORMANCE_DIR in p.parents else str(p)
+        data = {
+            "nodeid": item.nodeid,
+            "daemon": self.ctx.daemon,
+            "mock_worker": self.ctx.mock_worker,
+            "profile": "profile.toml",
+            "spec": os.path.abspath(opt("spec")) if opt("spec") else None,
+            "seed": self.seed,
+            "wait_timeout": opt("wait_timeout"),
+            "timeout": opt("timeout") if hasattr(self.config.option, "timeout") else None,
+            "tests_dirs": [where(str(a).split("::")[0]) for a in self.config.args],
+            "preflight": not opt("no_preflight"),
+        }
+        (dest / "rerun.json").write_text(json.dumps(data, indent=2) + "\n")
 
     # -- collection ----------------------------------------------------------------------
     def item_clauses(self, item) -> list[str]:
@@ -678,6 +704,7 @@ class State:
             "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
             .isoformat(timespec="seconds"),
             "duration": round(time.monotonic() - self.t0, 3),
+            "report_dir": self.report_dir,
             "selection": {"clause": opt("clause"), "exclude_clause": opt("exclude_clause"),
                           "section": opt("section"), "keyword": opt("keyword") or None,
                           "only": opt("only")},
@@ -722,11 +749,17 @@ class State:
                  "detail": f"pid {p['pid']} ({p['cmdline'][:80]}) was still running at the end of the run "
                            f"(killed)"} for p in left]
 
+    def pytest_keyboard_interrupt(self, excinfo):
+        self.interrupted = True
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
         if self.is_worker:
             self.config.workeroutput["sb_findings"] = self.sweep_marked()
             return
+        if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop:
+            # Ctrl-C, or xdist stopping: what did not finish is unfinished, and the run exits 2
+            self.interrupted = self.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
         self.findings += self.sweep_marked()
         s = self.summary(session)
         self.final = s

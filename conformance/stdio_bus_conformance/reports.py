@@ -234,6 +234,7 @@ def results_json(s: RunSummary) -> dict:
             "duration": round(r.duration, 6),
             "message": r.message,
             "artifact_dir": r.artifact_dir,
+            "artifact": _rel(r.artifact_dir, s.meta.get("report_dir")) or None,
         } for r in s.results.values()],
         "collection_errors": s.collection_errors,
         "fatal_errors": s.fatal,
@@ -320,7 +321,7 @@ def junit_tree(s: RunSummary) -> ET.ElementTree:
                 out.append(f"warning ({judged} not met): {r.message}")
                 out.append(r.details)
             if r.artifact_dir:
-                out.append(f"artifacts: {r.artifact_dir}")
+                out.append(f"artifacts: {_rel(r.artifact_dir, s.meta.get('report_dir'))} (in the report folder)")
             ET.SubElement(case, "system-out").text = _clean("\n".join(out))
         for err in s.collection_errors:
             if err["where"] == path:
@@ -368,25 +369,42 @@ def _md(text: str) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
+def _rel(path: str | None, base: str | None) -> str:
+    """A path relative to the report folder (artifacts travel with it)."""
+    if not path:
+        return ""
+    if base:
+        try:
+            return os.path.relpath(path, base)
+        except ValueError:
+            pass
+    return path
+
+
 def report_md(s: RunSummary) -> str:
+    """Read in a minute: the verdict, the root causes, one row per clause not
+    met (failures first), then findings, failing tests, coverage and the
+    section tables."""
     m = s.meta
+    base = m.get("report_dir")
+    title = "# stdio Bus conformance report" if s.worker is None else "# stdio Bus worker conformance report"
+    out = [title, ""]
+    vlines = verdict_lines(s)
+    if vlines:  # the spec's line first: the verdict on the spec itself
+        out += [f"**{_md(vlines[-1])}**", ""] + [f"- {_md(line)}" for line in vlines[:-1]]
+    out.append(f"- result: **{summary_line(s.counts)}** (exit {s.verdict.exit_code}"
+               + (": " + "; ".join(s.verdict.reasons) if s.verdict.reasons else "") + ")")
     if s.worker is None:
-        out = ["# stdio Bus conformance report", ""]
-        out += [f"- daemon: `{m.get('daemon')}`", f"- profile: `{m.get('profile')}`"]
+        out += [f"- daemon: `{m.get('daemon')}`, profile: `{m.get('profile')}`"]
     else:
         w = s.worker
-        out = ["# stdio Bus worker conformance report", ""]
         out += [f"- worker: `{w.get('command')}`" + (f" ({w['name']})" if w.get("name") else ""),
                 f"- description: `{w.get('description') or '(command line)'}`",
                 f"- judged on the profiles: {', '.join(w.get('claims') or []) or 'none'}",
                 f"- environment: {', '.join(f'`{k}={v}`' for k, v in (w.get('env') or {}).items()) or '(inherited)'}",
                 f"- answer deadline {w.get('answer_timeout')} s, drain timeout {w.get('drain_timeout')} s"]
-    out += [f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses)",
-            f"- seed: {m.get('seed')}, started {m.get('started_at')}, {m.get('duration', 0):.1f} s",
-            f"- result: **{summary_line(s.counts)}** (exit {s.verdict.exit_code}"
-            + (": " + "; ".join(s.verdict.reasons) if s.verdict.reasons else "") + ")"]
-    out += [f"- **{_md(line)}**" for line in verdict_lines(s)]
-    out.append("")
+    out += [f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses); seed {m.get('seed')}, "
+            f"started {m.get('started_at')}, {m.get('duration', 0):.1f} s", ""]
     if s.root_causes:
         out += ["## Root causes", "", "Found by the preflight; each is judged once, on its own clause, and the "
                 "tests standing on it are `blocked`.", "",
@@ -401,19 +419,45 @@ def report_md(s: RunSummary) -> str:
         out += [f"- `{e['where']}`: {_md(e['message'].splitlines()[0] if e['message'] else '')}"
                 for e in s.collection_errors]
         out.append("")
+    cov = s.coverage
+    rows = [c for c in cov.clauses if c.failing_tests] if cov is not None else []
+    if rows:
+        rank = {"fail": 0, "xfail": 1, "warn": 2}
+        rows.sort(key=lambda c: (rank.get(c.outcome, 3), ("spec", "interpretation", "extension").index(c.tier),
+                                 c.level not in MANDATORY, c.id))
+        out += ["## Clauses not met", "",
+                "Each failure is judged by the clause it checks. An interpretation (SB-I) is our reading "
+                "where the spec is silent, an extension (SB-X) our daemon's addition: neither is a spec "
+                "violation.", "",
+                "| Clause | Tier | Level | Outcome | Statement | Tests | Reason |", "|---|---|---|---|---|---|---|"]
+        for c in rows:
+            first = c.failing_tests[0]
+            r = s.results.get(first)
+            where = f"`{first}`" + (f" ([artifacts]({_rel(r.artifact_dir, base)}))" if r and r.artifact_dir else "")
+            more = f" and {len(c.failing_tests) - 1} more" if len(c.failing_tests) > 1 else ""
+            out.append(f"| {c.id} | {TIER_WORDS[c.tier]} | {c.level} | {c.outcome} | {_md(c.statement)[:220]} "
+                       f"| {where}{more} | {_md(c.message.splitlines()[0] if c.message else '')[:200]} |")
+        out.append("")
+    if s.findings:
+        out += ["## Findings", "", "| Kind | Test | Detail | Root cause |", "|---|---|---|---|"]
+        for f in s.findings[:200]:
+            out.append(f"| {f['kind']} | `{f['test']}` | {_md(f['detail'])[:240]} | {f.get('root_cause') or ''} |")
+        if len(s.findings) > 200:
+            out.append(f"| ... | {len(s.findings) - 200} more in results.json | | |")
+        out.append("")
     b = s.baseline
     if b.get("stale") or b.get("new_failures"):
         out += ["## Baseline", ""]
         out += [f"- stale: `{e['test']}` ({e['why']})" for e in b.get("stale", [])]
         out += [f"- new failure: `{t}`" for t in b.get("new_failures", [])]
         out.append("")
-    bad = [r for r in s.results.values() if r.outcome in ("fail", "warn", "harness-error")]
+    bad = [r for r in s.results.values() if r.outcome in ("fail", "warn", "harness-error", "unfinished")]
     if bad:
-        out += ["## Failures", "", "| Test | Outcome | Judged by | Clauses | Message | Artifacts |",
-                "|---|---|---|---|---|---|"]
+        out += ["## Failing tests", "", "| Test | Outcome | Judged by | Message | Artifacts |",
+                "|---|---|---|---|---|"]
         for r in bad:
             out.append(f"| `{r.nodeid}` | {r.outcome} | {judged_as(r.clause, s.levels.get(r.clause, ''))} "
-                       f"| {' '.join(r.clauses)} | {_md(r.message)[:300]} | {r.artifact_dir or ''} |")
+                       f"| {_md(r.message)[:300]} | {_rel(r.artifact_dir, base)} |")
         out.append("")
     cov = s.coverage
     if cov is None:
