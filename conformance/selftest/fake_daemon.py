@@ -31,6 +31,7 @@ behaviour off, so a self-test can show that the matching tests fail:
   quiet                write no log lines at all
   crash-on-start       exit 3 at once
   no-restart           never restart a worker that exited
+  exit-1               exit with status 1 after a clean shutdown
 Hostile ones, for the harness's own bounds (time, disk, processes):
   segv-on-malformed    die of SIGSEGV right after a malformed client line (closing nothing first)
   segv-after-close     close the client of a malformed line, then die of SIGSEGV
@@ -448,7 +449,7 @@ def main():
             time.sleep(3600)
     log("INFO", f"ready: {len(d.workers)} worker(s), {mode} mode")
     d.run()
-    return 0
+    return 1 if "exit-1" in BREAKS else 0
 
 
 if __name__ == "__main__":

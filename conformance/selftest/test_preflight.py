@@ -123,3 +123,13 @@ def test_baseline_can_expect_a_broken_item(harness, tmp_path):
     stale = harness("--no-coverage-gate", "--baseline", b, tests=suite)
     assert stale.rc == 1 and {e["test"] for e in stale.results["baseline"]["stale"]} == \
         {"preflight::restart-exit0", "preflight::restart-crash"}
+
+
+def test_each_way_of_breaking_shutdown_is_named_on_its_clause(harness):
+    """A wrong exit status is SB-10.2-6; a crash on the signal is SB-10.1-1."""
+    status = causes(harness("-k", "response_reaches", breaks=["exit-1"]))
+    assert status["sigterm"]["clause"] == "SB-10.2-6" and status["sigint"]["clause"] == "SB-10.2-6"
+    assert status["sigterm"]["message"] == "the daemon exited with status 1 on SIGTERM, not 0"
+    crash = causes(harness("-k", "response_reaches", breaks=["crash-on-sigterm"]))
+    assert crash["sigterm"]["clause"] == "SB-10.1-1"
+    assert crash["sigterm"]["message"] == "the daemon died of SIGSEGV on SIGTERM"

@@ -178,6 +178,55 @@ class Bus:
                            f"'start' (the daemon should spawn {n} workers)",
                            check=lambda: d._check_alive("while its workers were starting"))
 
+    def run(self, argv: list, timeout: float | None = None, keep: int = 1 << 20):
+        """Runs a command line of the software under test (its CLI) in the
+        workdir, stdin /dev/null, to its end or the deadline (then its session
+        is killed). Bounded: the first `keep` bytes of stdout and of stderr are
+        kept, the rest counted. Returns (status or None at the deadline,
+        stdout, stderr, (stdout bytes, stderr bytes) in all)."""
+        import subprocess
+        import threading
+        timeout = self.timeout if timeout is None else timeout
+        self.recorder.note("run: " + " ".join(str(a) for a in argv))
+        env = dict(os.environ, **self.profile.env)
+        if self.ctx.token:
+            env[contain.MARK_ENV] = self.ctx.token
+        p = subprocess.Popen([str(a) for a in argv], cwd=self.workdir, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+        got = {1: [bytearray(), 0], 2: [bytearray(), 0]}
+
+        def drain(f, slot):
+            while True:
+                data = f.read1(65536) if hasattr(f, "read1") else f.read(65536)
+                if not data:
+                    return
+                slot[1] += len(data)
+                room = keep - len(slot[0])
+                if room > 0:
+                    slot[0] += data[:room]
+        readers = [threading.Thread(target=drain, args=(p.stdout, got[1]), daemon=True),
+                   threading.Thread(target=drain, args=(p.stderr, got[2]), daemon=True)]
+        for t in readers:
+            t.start()
+        try:
+            rc = p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        try:  # its session: what it left behind, and itself at the deadline
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if rc is None:
+            p.wait()
+        for t in readers:
+            t.join(2)
+        for f in (p.stdout, p.stderr):
+            f.close()
+        out, err = bytes(got[1][0]), bytes(got[2][0])
+        self.recorder.add("daemon stderr", err)
+        self.recorder.note(f"exit status {rc}" if rc is not None else f"still running after {timeout:g} s: killed")
+        return rc, out, err, (got[1][1], got[2][1])
+
     def _on_signal(self, sig: int) -> None:
         from .preflight import SIGNAL_ITEMS
         if sig in SIGNAL_ITEMS:

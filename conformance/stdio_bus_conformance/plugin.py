@@ -607,6 +607,8 @@ class State:
             elif rep.failed:
                 rep.sb_kind = exception_kind(exc)
                 text = re.sub(r"^stdio_bus_conformance\.[a-z_]+\.", "", call.excinfo.exconly().strip())
+                if isinstance(exc, ClauseFailure):  # its clause is shown beside it: the detail says the rest
+                    text = exc.detail or text
                 rep.sb_message = text if len(text) < 2000 else text[:2000] + "..."
                 # the clause the failure is judged by: the check's, else the test's first
                 rep.sb_clause = exc.clause if isinstance(exc, ClauseFailure) else \

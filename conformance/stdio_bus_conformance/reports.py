@@ -171,7 +171,8 @@ def clause_failure_lines(s: "RunSummary", limit: int = 60) -> list[str]:
         word = {"fail": "FAIL", "warn": "WARN", "xfail": "XFAIL"}.get(c.outcome, c.outcome.upper())
         first = c.failing_tests[0]
         out.append(f"  {word:<5} {c.id:<12} {TIER_WORDS[c.tier] + ' ' + c.level:<28} "
-                   f"{_plural(len(c.failing_tests), 'test')}, e.g. {first}: {c.message[:160]}")
+                   f"{_plural(len(c.failing_tests), 'test')}, e.g. {first}: "
+                   f"{(c.message.splitlines() or [''])[0][:160]}")
     if len(rows) > limit:
         out.append(f"  ... and {len(rows) - limit} more (report.md)")
     return out

@@ -678,6 +678,7 @@ def over_limit_dropped(bus, c, line, marker):
     return not any(marker in x for x in bus.worker_log().received())
 
 
+@pytest.mark.stands_on("malformed")  # an over-long field is malformed (SB-I-18)
 @pytest.mark.clause("SB-8.2-4")
 def test_session_id_of_256_bytes_is_accepted_and_257_is_not(bus):
     bus.start(instances=2)
@@ -693,6 +694,7 @@ def test_session_id_of_256_bytes_is_accepted_and_257_is_not(bus):
     assert over_limit_dropped(bus, c, over, b"T" * 257), "a 257-byte sessionId was routed"
 
 
+@pytest.mark.stands_on("malformed")  # an over-long field is malformed (SB-I-18)
 @pytest.mark.clause("SB-8.2-5")
 @pytest.mark.parametrize("kind", ["string", "number"])
 def test_request_id_of_128_bytes_is_accepted_and_129_is_not(bus, kind):
@@ -708,6 +710,7 @@ def test_request_id_of_128_bytes_is_accepted_and_129_is_not(bus, kind):
     assert over_limit_dropped(bus, c, line, token), f"a 129-byte {kind} id was routed"
 
 
+@pytest.mark.stands_on("malformed")  # an over-long field is malformed (SB-I-18)
 @pytest.mark.clause("SB-I-18", "SB-4.3-2")
 @pytest.mark.parametrize("field", ["sessionId", "id"])
 def test_over_long_routing_field_closes_the_client(bus, field):
@@ -722,6 +725,7 @@ def test_over_long_routing_field_closes_the_client(bus, field):
     d.wait_log("WARN", since=since)
 
 
+@pytest.mark.stands_on("malformed")  # an over-long field is malformed (SB-I-18)
 @pytest.mark.clause("SB-I-18", "SB-I-37")
 def test_session_id_length_is_measured_on_the_raw_token(bus):
     bus.start(instances=1)

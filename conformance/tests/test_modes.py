@@ -10,7 +10,6 @@ import re
 import signal
 import socket
 import stat
-import subprocess
 
 import pytest
 
@@ -85,24 +84,11 @@ def run_cli(bus, args, timeout=None):
     deadline is killed and the test fails."""
     timeout = wait_timeout() if timeout is None else timeout
     argv = cli_prefix(bus) + [str(a) for a in args]
-    bus.recorder.note("run: " + " ".join(argv))
-    p = subprocess.Popen(argv, cwd=bus.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
+    rc, out, err, _ = bus.run(argv, timeout)  # bounded output; its session killed afterwards
+    if rc is None:
         raise AssertionError(f"{' '.join(argv)}: still running after {timeout:g} s "
                              f"(stderr: {err[-500:]!r})")
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)  # workers it may have left behind
-        except (ProcessLookupError, PermissionError):
-            pass
-    bus.recorder.add("daemon stderr", err)
-    bus.recorder.note(f"exit status {p.returncode}")
-    return p.returncode, out, err
+    return rc, out, err
 
 
 def valid_config_file(bus, name="ok.json"):
