@@ -189,3 +189,20 @@ def test_crash_on_sigterm_at_teardown_is_a_finding(harness):
     assert run.outcome_of("response_reaches") == {"pass"}  # the test itself is not blamed
     crashes = [f for f in run.results["findings"] if f["kind"] == "teardown-crash"]
     assert len(crashes) == 3 and all("SIGSEGV" in f["detail"] for f in crashes)
+
+
+def test_never_serving_flooding_daemon_is_bounded_and_named(harness, tmp_path):
+    """Issue 14 item 9's daemon: floods its stderr and never serves. A clear
+    exit 1 naming the cause (it does not answer, in each mode), bounded
+    artifacts, nothing left running."""
+    fake = private_fake(tmp_path)
+    t0 = time.monotonic()
+    run = harness(breaks=["never-serve", "flood-stderr"], daemon=fake, profile="shutdown_timeout = 1.0\n")
+    assert run.rc == 1, run.output
+    assert {"start-stdio", "start-unix", "start-tcp"} <= {rc["item"] for rc in run.results["root_causes"]}
+    assert "start-unix broken (SB-4.1.1-3)" in run.output
+    assert set(run.outcomes.values()) == {"blocked"}
+    assert dir_size(run.report_dir) < 40 << 20
+    assert time.monotonic() - t0 < 60
+    time.sleep(0.2)
+    assert leftovers(str(fake)) == []
