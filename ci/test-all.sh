@@ -2,8 +2,8 @@
 # Every test: set up, then
 #   1. build with -Werror and run every ctest label (unit, fuzz replays, mocks,
 #      e2e, valgrind, conformance);
-#   2. build with ASan+UBSan and run unit, fuzz replays, e2e and conformance
-#      again: any sanitizer report fails the run;
+#   2. build with ASan+UBSan and run unit, fuzz replays, e2e, the conformance
+#      suite (once) and the worker suite again: any sanitizer report fails the run;
 #   3. a short fuzzing smoke of every fuzz target (ci/fuzz.sh), if AFL++ is here.
 # Extra arguments go to both ctest runs (e.g. -L unit).
 set -euo pipefail
@@ -30,7 +30,7 @@ fi
 echo "== tests under ASan+UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-(cd build-asan && ctest --output-on-failure -L 'unit|fuzz|e2e|conformance' "$@")
+(cd build-asan && ctest --output-on-failure -L 'unit|fuzz|e2e|conformance|worker-suite|worker-catches' "$@")
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== tests"

@@ -79,6 +79,8 @@ def parse_args(argv):
                    help="only list clause coverage; exit 2 if a MUST clause has no test")
     p.add_argument("--no-coverage-gate", action="store_true",
                    help="list untested MUST clauses without failing the run")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="skip the preflight (systemic checks before the tests; see README)")
     w = p.add_argument_group("worker mode", "judge a worker against WORKER_SPEC.md instead of a daemon")
     w.add_argument("--worker", metavar="'COMMAND ARGS'",
                    help="the worker: its command line as one shell-quoted string")
@@ -90,6 +92,9 @@ def parse_args(argv):
                    help="environment variable for the worker (repeatable)")
     w.add_argument("--worker-description", metavar="FILE",
                    help="worker description (TOML): command, profiles, env, facts (see README.md)")
+    p.add_argument("--rerun", metavar="DIR",
+                   help="rerun the test of a reproducer folder (artifacts/<test>/: its rerun.json and "
+                        "profile.toml); --daemon, --mock-worker and --report-dir override what it names")
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.add_argument("-q", "--quiet", action="count", default=0)
     if "--" in argv:
@@ -102,7 +107,41 @@ def parse_args(argv):
                                 ("--mock-worker", opts.mock_worker)) if v]
         if clash:
             p.error(f"{', '.join(clash)}: daemon options, not for a worker run")
+    if opts.rerun:
+        load_rerun(p, opts, "--report-dir" in argv)
     return opts, extra
+
+
+def load_rerun(p, opts, report_dir_given: bool) -> None:
+    """Fills opts from a reproducer folder. Paths in rerun.json: the profile
+    is the folder's own copy, the suite is relative to this run.py when it was
+    inside the kit; the daemon and the mock worker as they were, unless given
+    on the command line."""
+    import json
+    folder = os.path.abspath(opts.rerun)
+    try:
+        with open(os.path.join(folder, "rerun.json"), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        p.error(f"--rerun {opts.rerun}: no readable rerun.json ({exc})")
+    opts.daemon = opts.daemon or data["daemon"]
+    opts.mock_worker = opts.mock_worker or data["mock_worker"]
+    opts.profile = opts.profile or os.path.join(folder, data.get("profile") or "profile.toml")
+    opts.spec = opts.spec or data.get("spec")
+    opts.seed = data["seed"] if opts.seed is None else opts.seed
+    opts.wait_timeout = data.get("wait_timeout") or opts.wait_timeout
+    if data.get("timeout"):
+        opts.timeout = data["timeout"]
+    opts.tests_dirs = [d if os.path.isabs(d) else os.path.join(HERE, d) for d in data.get("tests_dirs", [])]
+    opts.only = [data["nodeid"]]
+    opts.jobs = 1
+    opts.no_coverage_gate = True
+    opts.no_preflight = opts.no_preflight or not data.get("preflight", True)
+    if not report_dir_given:
+        opts.report_dir = os.path.join(folder, "rerun")
+    for what, path in (("daemon", opts.daemon), ("mock worker", opts.mock_worker)):
+        if not os.path.exists(path):
+            p.error(f"--rerun: the {what} {path} is not here: pass --{what.replace(' ', '-')} PATH")
 
 
 def worker_mode(opts) -> bool:
@@ -151,6 +190,8 @@ def pytest_args(opts, extra) -> list[str]:
         a += ["-k", opts.keyword]
     if opts.no_coverage_gate:
         a.append("--no-coverage-gate")
+    if opts.no_preflight:
+        a.append("--no-preflight")
     if opts.coverage:
         a += ["--collect-only", "-qq", "--coverage-only", "-p", "no:xdist"]
     else:
@@ -193,8 +234,11 @@ def main(argv=None) -> int:
     final = getattr(state, "final", None)
     if final is not None and not opts.coverage:
         from stdio_bus_conformance.outcomes import summary_line
+        from stdio_bus_conformance.reports import verdict_lines
         print(f"seed {opts.seed}; reports in {os.path.abspath(opts.report_dir)}")
-        print(summary_line(final.counts))
+        for line in verdict_lines(final):  # the verdict on the spec itself, tier by tier
+            print(line)
+        print(summary_line(final.counts))  # the last line stays the counts (scripts read it)
     return rc
 
 

@@ -90,7 +90,9 @@ def main() -> int:
                              "failing": [], "seconds": 0})
                 continue
             out = report_dir / patch.stem
+            # our profile: a daemon built elsewhere than build/ gets the neutral one by default
             cmd = [sys.executable, str(ROOT / "conformance" / "run.py"), "--daemon", str(binary),
+                   "--profile", str(ROOT / "conformance" / "profiles" / "stdio_bus.toml"),
                    "--mock-worker", str(mock), "--report-dir", str(out), "-q", "-j", args.jobs,
                    "--no-coverage-gate"]
             if args.focus:

@@ -30,6 +30,16 @@ behaviour off, so a self-test can show that the matching tests fail:
   log-stdout           write log lines to stdout as well as stderr
   quiet                write no log lines at all
   crash-on-start       exit 3 at once
+  no-restart           never restart a worker that exited
+  exit-1               exit with status 1 after a clean shutdown
+Hostile ones, for the harness's own bounds (time, disk, processes):
+  segv-on-malformed    die of SIGSEGV right after a malformed client line (closing nothing first)
+  segv-after-close     close the client of a malformed line, then die of SIGSEGV
+  crash-on-sigterm     die of SIGSEGV on SIGTERM/SIGINT instead of shutting down
+  ignore-sigterm       ignore SIGTERM and SIGINT, with a child doing "work" in a session of its own
+  flood-stderr         write to stderr as fast as the reader takes it, for ever
+  fork-escape          fork children that leave for sessions of their own and never exit
+  never-serve          listen (or hold stdin) and never read a byte: no answer, ever
 """
 
 import argparse
@@ -40,6 +50,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from fake_json import raw_members
@@ -58,6 +69,37 @@ def log(level, text):
             os.write(1, line)
         except OSError:
             pass
+
+
+def segv():
+    """Dies of SIGSEGV, like a C daemon reading through a bad pointer."""
+    signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGSEGV)
+    time.sleep(10)
+
+
+def flood():
+    chunk = b"fake_daemon: flooding stderr " + b"x" * 200 + b"\n"
+    chunk *= 256
+    while True:
+        try:
+            os.write(2, chunk)
+        except OSError:
+            return
+
+
+def escape(n):
+    """Forks n processes that leave for sessions of their own (double fork,
+    so their parent is gone) and sleep for ever."""
+    for _ in range(n):
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                while True:
+                    time.sleep(3600)
+            os._exit(0)
+        os.wait()
 
 
 class Endpoint:
@@ -94,21 +136,51 @@ class Daemon:
         self.mode, self.address = mode, address
         self.config = config
         self.nclients = 0
+        self.restarts = {}   # worker slot -> restart times in the window
+        self.timers = []     # (when, dead worker endpoint) restarts due
 
     # -- setup ------------------------------------------------------------------
     def spawn(self):
-        wid = 0
         for pool in self.config["pools"]:
             for _ in range(int(pool["instances"])):
-                env = dict(os.environ, STDIO_BUS_WORKER_ID=str(wid), STDIO_BUS_POOL_ID=pool["id"])
-                proc = subprocess.Popen([pool["command"]] + list(pool.get("args", [])), env=env,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                        stderr=subprocess.STDOUT if "stderr-as-stdout" in BREAKS else None)
-                w = Endpoint("worker", f"worker {wid}", proc.stdout.fileno(), proc.stdin.fileno(), proc=proc)
-                self.workers.append(w)
-                self.sel.register(w.rfd, selectors.EVENT_READ, w)
-                log("INFO", f"[{w.name} pid={proc.pid}] started")
-                wid += 1
+                self.workers.append(self.spawn_one(pool, len(self.workers)))
+
+    def spawn_one(self, pool, wid):
+        env = dict(os.environ, STDIO_BUS_WORKER_ID=str(wid), STDIO_BUS_POOL_ID=pool["id"])
+        proc = subprocess.Popen([pool["command"]] + list(pool.get("args", [])), env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                stderr=subprocess.STDOUT if "stderr-as-stdout" in BREAKS else None)
+        w = Endpoint("worker", f"worker {wid}", proc.stdout.fileno(), proc.stdin.fileno(), proc=proc)
+        w.pool, w.wid = pool, wid
+        self.sel.register(w.rfd, selectors.EVENT_READ, w)
+        log("INFO", f"[{w.name} pid={proc.pid}] started")
+        return w
+
+    def worker_gone(self, w):
+        """A worker's stdout ended: it exited. Restarted after a short delay
+        (at most max_restarts times within restart_window_sec)."""
+        try:
+            w.proc.wait(1)
+        except subprocess.TimeoutExpired:
+            pass
+        for sid in [s for s, (wk, _) in self.sessions.items() if wk is w]:
+            del self.sessions[sid]
+        limits = self.config.get("limits", {})
+        now = time.monotonic()
+        window = [t for t in self.restarts.get(w.wid, []) if now - t < limits.get("restart_window_sec", 60)]
+        if "no-restart" in BREAKS or self.stop or len(window) >= limits.get("max_restarts", 5):
+            log("ERROR" if not self.stop else "INFO", f"[{w.name}] exited: not restarted")
+            return
+        self.restarts[w.wid] = window + [now]
+        self.timers.append((now + 0.05 * 2 ** len(window), w))
+
+    def run_timers(self):
+        now = time.monotonic()
+        due = [t for t in self.timers if t[0] <= now]
+        self.timers = [t for t in self.timers if t[0] > now]
+        for _, old in due:
+            if not self.stop:
+                self.workers[old.wid] = self.spawn_one(old.pool, old.wid)
 
     def listen(self):
         if self.mode == "stdio":
@@ -160,10 +232,15 @@ class Daemon:
         try:
             msg = json.loads(line)
         except ValueError:
+            if "segv-on-malformed" in BREAKS:
+                segv()
             if "keep-malformed" in BREAKS:
                 return
             log("WARN", f"[{c.name}] malformed JSON: closing")
-            return self.close_client(c)
+            self.close_client(c)
+            if "segv-after-close" in BREAKS:
+                segv()
+            return
         if not isinstance(msg, dict):
             if "accept-non-object" in BREAKS:
                 return
@@ -289,9 +366,16 @@ class Daemon:
             else:
                 ep.closed = True
                 self.sel.unregister(ep.rfd)
+                self.worker_gone(ep)
             return
         if "forward-partial" in BREAKS and ep.kind == "client":
             self.workers[0].write(data)
+            ep.inbuf += data  # lines are still read, to route the answers back
+            while b"\n" in ep.inbuf:
+                line, ep.inbuf = ep.inbuf.split(b"\n", 1)
+                rid = raw_members(line + b"\n").get("id") if line.strip().startswith(b"{") else None
+                if rid is not None:
+                    self.pending[self.key(self.workers[0], rid)] = ep
             return
         ep.inbuf += data
         while b"\n" in ep.inbuf and not ep.closed:
@@ -300,8 +384,9 @@ class Daemon:
 
     def run(self):
         while not self.stop:
-            for key, _ in self.sel.select(0.05):
+            for key, _ in self.sel.select(0.02):
                 self.on_readable(key.data)
+            self.run_timers()
         self.shutdown()
 
     def shutdown(self):
@@ -339,20 +424,32 @@ def main():
     if "crash-on-start" in BREAKS:
         sys.stderr.write("fake_daemon: crashing on purpose\n")
         return 3
+    if "fork-escape" in BREAKS:
+        escape(3)
+    if "flood-stderr" in BREAKS:
+        threading.Thread(target=flood, daemon=True).start()
     with open(a.config) as f:
         config = json.load(f)
     mode, address = ("unix", a.unix) if a.unix else ("tcp", a.tcp) if a.tcp else ("stdio", None)
     d = Daemon(config, mode, address)
 
     def on_signal(signo, frame):
+        if "crash-on-sigterm" in BREAKS:
+            segv()
         d.stop = True
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if "ignore-sigterm" in BREAKS else on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if "ignore-sigterm" in BREAKS else on_signal)
+    if "ignore-sigterm" in BREAKS:
+        escape(1)
     d.spawn()
     d.listen()
+    if "never-serve" in BREAKS:
+        log("INFO", "ready (and never serving)")
+        while True:
+            time.sleep(3600)
     log("INFO", f"ready: {len(d.workers)} worker(s), {mode} mode")
     d.run()
-    return 0
+    return 1 if "exit-1" in BREAKS else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A small JSON Schema validator for the keywords results.schema.json uses
 (type, const, enum, required, properties, additionalProperties, items,
-minimum, pattern). Returns a list of problems, empty when valid."""
+minimum, pattern, and $ref to "#/$defs/<name>"). Returns a list of
+problems, empty when valid."""
 
 import re
 
@@ -15,7 +16,11 @@ def _is(value, t):
     return isinstance(value, TYPES[t])
 
 
-def validate(value, schema, path="$") -> list:
+def validate(value, schema, path="$", root=None) -> list:
+    root = schema if root is None else root
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return validate(value, root["$defs"][name], path, root)
     problems = []
     if "type" in schema:
         types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
@@ -36,10 +41,10 @@ def validate(value, schema, path="$") -> list:
         props = schema.get("properties", {})
         for key, v in value.items():
             if key in props:
-                problems += validate(v, props[key], f"{path}.{key}")
+                problems += validate(v, props[key], f"{path}.{key}", root)
             elif schema.get("additionalProperties") is False:
                 problems.append(f"{path}: unexpected member {key}")
     if isinstance(value, list) and "items" in schema:
         for i, v in enumerate(value):
-            problems += validate(v, schema["items"], f"{path}[{i}]")
+            problems += validate(v, schema["items"], f"{path}[{i}]", root)
     return problems

@@ -97,14 +97,33 @@ def result(**phases):
 
 
 def test_classify_blames_the_right_party():
-    assert classify(result(call=("passed", None)), True, False)[0] == "pass"
+    ok = ("passed", None)
+    assert classify(result(setup=ok, call=ok, teardown=ok), True, False)[0] == "pass"
     assert classify(result(call=("failed", "daemon")), True, False)[0] == "fail"
     assert classify(result(call=("failed", "daemon")), False, False)[0] == "warn"
     assert classify(result(call=("failed", "daemon")), True, True)[0] == "xfail"
     assert classify(result(call=("failed", "harness")), True, True)[0] == "harness-error"
     assert classify(result(setup=("failed", "harness")), True, False)[0] == "harness-error"
     assert classify(result(setup=("skipped", "unsupported")), True, False)[0] == "unsupported"
+    assert classify(result(setup=("skipped", "blocked")), True, False)[0] == "blocked"
     assert classify(result(call=("passed", None), teardown=("failed", "harness")), True, False)[0] == "harness-error"
+
+
+def test_classify_never_passes_an_unfinished_test():
+    ok = ("passed", None)
+    assert classify(result(setup=ok), True, False)[0] == "unfinished"
+    assert classify(result(setup=ok, call=ok), True, False)[0] == "unfinished"
+
+
+def test_classify_judges_a_failure_by_its_clause_level():
+    levels = {"SB-6.1-1": "MUST", "SB-4.3-2": "SHOULD"}.get
+    r = result(call=("failed", "daemon"))  # cites SB-6.1-1 only: a plain assert is judged by it
+    assert classify(r, levels, False)[::3] == ("fail", "SB-6.1-1")
+    r.phases["call"].clause = "SB-4.3-2"    # a check() of a SHOULD clause
+    assert classify(r, levels, False)[::3] == ("warn", "SB-4.3-2")
+    r.phases["teardown"] = Phase("teardown", "failed", "daemon", "the daemon died of SIGSEGV", finding="crash")
+    out = classify(r, levels, False)       # a crash explains what failed with it, on the first clause
+    assert out[0] == "fail" and "SIGSEGV" in out[1] and out[3] == "SB-6.1-1"
 
 
 def test_exception_kinds():

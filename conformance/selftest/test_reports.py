@@ -4,6 +4,7 @@ rates and the coverage table, and a reproducer folder for every failure."""
 
 import json
 import shlex
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -99,7 +100,8 @@ def test_report_md_has_rates_and_coverage_table(mixed):
     _, res = mixed
     md = (res / "report.md").read_text()
     assert "## Section 4" in md and "- MUST pass rate: 0/1 (0%)" in md and "- SHOULD pass rate: 0/1 (0%)" in md
-    assert "| SB-4.3-1 | MUST | 3 | fail |" in md  # 3 tests cite it (one is unsupported)
+    # 3 tests cite it; one is unsupported: the dropped mode shows
+    assert "| SB-4.3-1 | MUST | 3 | fail (not judged in some tests: mode tcp unsupported) |" in md
     assert "| SB-6.1-3 | MUST | excluded | excluded: Invisible from outside. |" in md
     assert "| SB-I-1 | MUST | untested | untested |" in md
 
@@ -109,18 +111,28 @@ def test_failure_leaves_a_reproducer_that_reruns_it(mixed):
     data = json.loads((res / "results.json").read_text())
     t = next(t for t in data["tests"] if t["nodeid"].endswith("test_closes[unix]"))
     art = Path(t["artifact_dir"])
-    assert art.parent == res / "artifacts"
+    assert art.parent == res / "artifacts" and t["artifact"] == f"artifacts/{art.name}"
     files = {f.name for f in art.iterdir()}
-    assert {"transcript.txt", "daemon.stderr", "config.json", "seed", "command.txt"} <= files
+    assert {"transcript.txt", "daemon.stderr", "config.json", "profile.toml", "rerun.json", "seed",
+            "command.txt"} <= files
     transcript = (art / "transcript.txt").read_text()
     assert "client#1 -> daemon" in transcript and "{broken" in transcript
     assert "worker p/0" in transcript and " start " in transcript
-    cmd = (art / "command.txt").read_text().strip()
-    assert "--seed 5" in cmd and "test_closes[unix]" in cmd
+    rerun_data = json.loads((art / "rerun.json").read_text())
+    assert rerun_data["seed"] == 5 and rerun_data["nodeid"].endswith("test_closes[unix]")
+    assert rerun_data["profile"] == "profile.toml" and rerun_data["wait_timeout"] == 1.0
+    # the reports travel: artifact paths in report.md are relative
+    assert f"| artifacts/{art.name} |" in (res / "report.md").read_text()
+    # a downloaded copy of the report folder reruns with its command.txt
+    copy = res.parent / "downloaded"
+    shutil.copytree(res, copy)
+    shutil.rmtree(art)
+    cmd = (copy / "artifacts" / art.name / "command.txt").read_text().strip()
+    cmd = cmd.replace(str(art), str(copy / "artifacts" / art.name))
     elsewhere = res / "elsewhere"
     elsewhere.mkdir()
     again = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=120, cwd=elsewhere)
     assert again.returncode == 1, again.stdout + again.stderr
     assert again.stdout.strip().splitlines()[-1] == "0 passed, 1 failed"
-    rerun = json.loads((res / "rerun" / "results.json").read_text())
+    rerun = json.loads((copy / "artifacts" / art.name / "rerun" / "results.json").read_text())
     assert [t["nodeid"] for t in rerun["tests"]] == [t["nodeid"]] and rerun["seed"] == 5

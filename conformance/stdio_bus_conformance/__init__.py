@@ -3,13 +3,18 @@ its clients, watch its workers, and judge it clause by clause against SPEC.md.
 
 Test code imports from here:
 
-    from stdio_bus_conformance import DaemonError, HarnessError, field, procinfo
+    from stdio_bus_conformance import DaemonError, HarnessError, check, field, procinfo, wait_until
 """
 
 from . import procinfo
 from .client import Client, field, next_id, parse_line
-from .errors import ConnectionClosed, DaemonError, DaemonExited, DaemonTimeout, HarnessError
+from .context import wait_timeout
+from .errors import (ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, DaemonTimeout,
+                     HarnessError)
+from .judge import ClauseFailure, check, checking
+from .waits import wait_until
 from .workerlog import Record, WorkerLog
 
-__all__ = ["Client", "ConnectionClosed", "DaemonError", "DaemonExited", "DaemonTimeout",
-           "HarnessError", "Record", "WorkerLog", "field", "next_id", "parse_line", "procinfo"]
+__all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",
+           "DaemonTimeout", "HarnessError", "Record", "WorkerLog", "check", "checking", "field", "next_id",
+           "parse_line", "procinfo", "wait_timeout", "wait_until"]

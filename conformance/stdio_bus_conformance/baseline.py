@@ -5,7 +5,8 @@
 
 A listed test that fails is reported `xfail`; a listed test that passes, or
 that no longer exists, is a stale entry (exit 1, named); a failure that is not
-listed is a new failure (exit 1).
+listed is a new failure (exit 1). "preflight::<item>" lists a broken preflight
+item: then it and the tests it blocks do not fail the run.
 """
 
 from __future__ import annotations
@@ -25,16 +26,25 @@ class Baseline:
     def __contains__(self, nodeid: str) -> bool:
         return nodeid in self.entries
 
-    def stale(self, results: dict, inventory: set | None) -> list[dict]:
-        """Entries whose test passed, or (with a full inventory) does not exist."""
+    def stale(self, results: dict, inventory: set | None, preflight=None) -> list[dict]:
+        """Entries whose test passed, or (with a full inventory) does not
+        exist; a "preflight::<item>" entry whose item is not broken."""
         out = []
         for nodeid, entry in self.entries.items():
+            if nodeid.startswith(PREFLIGHT):
+                item = preflight.items.get(nodeid[len(PREFLIGHT):]) if preflight is not None else None
+                if preflight is not None and (item is None or item.status != "broken"):
+                    out.append({"test": nodeid, "why": "passed" if item is not None else "no such test"})
+                continue
             r = results.get(nodeid)
             if r is not None and r.outcome == "pass":
                 out.append({"test": nodeid, "why": "passed"})
             elif r is None and inventory is not None and nodeid not in inventory:
                 out.append({"test": nodeid, "why": "no such test"})
         return out
+
+
+PREFLIGHT = "preflight::"  # a baseline entry "preflight::<item>" expects that item broken
 
 
 def empty() -> Baseline:
@@ -63,11 +73,21 @@ def load(path: str) -> Baseline:
     return Baseline(path, str(data.get("daemon", "")), entries)
 
 
-def write(path: str, daemon: str, results: dict, previous: Baseline | None = None) -> int:
+def write(path: str, daemon: str, results: dict, previous: Baseline | None = None,
+          root_causes: list = ()) -> int:
     """Writes a baseline listing every test that failed in this run (warnings do
-    not fail the gate, so they are not listed;
-    expected failures keep their reason). Returns the number of entries."""
+    not fail the gate, so they are not listed), and every broken preflight
+    item of a MUST clause (its blocked tests then do not fail the run);
+    expected failures keep their reason. Returns the number of entries."""
     entries = []
+    for rc in root_causes:
+        if rc["level"] not in ("MUST", "MUST NOT"):
+            continue
+        nodeid = PREFLIGHT + rc["item"]
+        reason = "TODO: explain"
+        if previous is not None and nodeid in previous.entries:
+            reason = previous.entries[nodeid].get("reason", reason)
+        entries.append({"test": nodeid, "clauses": [rc["clause"]], "reason": reason})
     for nodeid in sorted(results):
         r = results[nodeid]
         if r.outcome not in ("fail", "xfail"):

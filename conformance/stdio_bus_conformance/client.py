@@ -23,6 +23,8 @@ from .errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError
 from .transcript import Recorder
 
 DEFAULT_TIMEOUT = 5.0
+RECEIVED_KEEP = 32 << 20  # bytes a client keeps of what the daemon sent it; more is a finding
+SLICE = 0.1               # s: waits re-check the daemon at least this often (an exit wakes them at once)
 _ids = itertools.count(1)
 
 
@@ -71,10 +73,17 @@ class Client:
 
     kind = "client"
 
-    def __init__(self, name: str, recorder: Recorder, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, name: str, recorder: Recorder, timeout: float = DEFAULT_TIMEOUT, watch=None):
+        """watch(client, at_eof, closing), when given, is called on every wake
+        of a wait and at end of stream: it raises when the daemon behind the
+        connection died or exited (so no wait outlives the daemon, and a
+        crash never reads as a closed connection)."""
         self.name = name
         self.recorder = recorder
         self.timeout = timeout
+        self._watch = watch
+        self._received_bytes = 0
+        self._overflow = False
         self.received: list[bytes] = []  # every line, in arrival order
         self.sent: list[bytes] = []      # every chunk passed to send()
         self._queue: collections.deque[bytes] = collections.deque()
@@ -126,9 +135,27 @@ class Client:
             self._cond.notify_all()
 
     def _deliver(self, line: bytes) -> None:
+        self.recorder.add(f"daemon -> {self.name}", line)
+        self._received_bytes += len(line)
+        if self._received_bytes > RECEIVED_KEEP:
+            self._overflow = True  # counted, not kept: the harness stays bounded
+            return
         self.received.append(line)
         self._queue.append(line)
-        self.recorder.add(f"daemon -> {self.name}", line)
+
+    def wake(self) -> None:
+        """Wakes the waits of this client (the daemon exited)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def _check(self, at_eof: bool = False, closing: bool = False) -> None:
+        """Caller holds _cond (reentrant). Raises when the daemon is gone, or
+        sent more than the harness keeps."""
+        if self._overflow:
+            raise DaemonError(f"{self.name}: the daemon sent more than {RECEIVED_KEEP >> 20} MiB "
+                              f"({self._received_bytes} bytes); the harness keeps no more")
+        if self._watch is not None:
+            self._watch(self, at_eof, closing)
 
     # -- test side ----------------------------------------------------------
     def _deadline(self, timeout):
@@ -142,6 +169,7 @@ class Client:
             while True:
                 if self._queue:
                     return self._queue.popleft()
+                self._check(at_eof=self._eof)
                 if self._eof:
                     raise ConnectionClosed(f"{self.name}: the daemon closed the connection "
                                            f"({self._eof_reason}) while a line was expected")
@@ -149,7 +177,7 @@ class Client:
                 if left <= 0:
                     raise DaemonTimeout(f"{self.name}: no line from the daemon within "
                                         f"{self.timeout if timeout is None else timeout:g} s")
-                self._cond.wait(left)
+                self._cond.wait(min(left, SLICE))
 
     def recv_json(self, timeout: float | None = None) -> dict:
         """The next line parsed as a JSON object (DaemonError if it is not one,
@@ -236,16 +264,22 @@ class Client:
         if self._closed_by_us:
             raise HarnessError(f"{self.name}: send() after close()")
         self.recorder.add(f"{self.name} -> daemon", bytes(data))
-        self.sent.append(bytes(data))
+        self.sent.append(bytes(data[:4096]) if len(data) > 4096 else bytes(data))
         deadline = self._deadline(timeout)
         view = memoryview(bytes(data))
+        with self._cond:
+            self._check()
         while view:
             try:
                 n = self._write_some(view, deadline)
             except (BrokenPipeError, ConnectionResetError) as exc:
+                with self._cond:
+                    self._check(at_eof=True)
                 raise ConnectionClosed(f"{self.name}: the daemon closed the connection while "
                                        f"we were sending ({exc.__class__.__name__})") from None
             if n is None:
+                with self._cond:
+                    self._check()
                 raise DaemonTimeout(f"{self.name}: the daemon did not read {len(view)} of "
                                     f"{len(data)} bytes in time")
             view = view[n:]
@@ -264,11 +298,13 @@ class Client:
         deadline = self._deadline(timeout)
         with self._cond:
             while not self._eof:
+                self._check(closing=True)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise DaemonTimeout(f"{self.name}: the daemon did not close the connection within "
                                         f"{self.timeout if timeout is None else timeout:g} s")
-                self._cond.wait(left)
+                self._cond.wait(min(left, SLICE))
+            self._check(at_eof=True, closing=True)  # a dying daemon does not "close the client"
             rest = list(self._queue)
             self._queue.clear()
             return rest
@@ -284,13 +320,14 @@ class Client:
                 if self._queue:
                     raise AssertionError(f"{self.name}: expected silence, the daemon sent "
                                          f"{self._queue[0][:200]!r}")
+                self._check(at_eof=self._eof)
                 if self._eof:
                     raise ConnectionClosed(f"{self.name}: expected silence, the daemon closed "
                                            f"the connection ({self._eof_reason})")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                self._cond.wait(left)
+                self._cond.wait(min(left, SLICE))
 
     def pending_lines(self) -> list[bytes]:
         with self._cond:
@@ -310,10 +347,11 @@ class StdioClient(Client):
 
     kind = "stdio"
 
-    def __init__(self, name, recorder, stdin, stdout, timeout=DEFAULT_TIMEOUT):
+    def __init__(self, name, recorder, stdin, stdout, timeout=DEFAULT_TIMEOUT, watch=None):
         """stdin, stdout: the daemon's pipes as unbuffered file objects; the
         client closes stdin, the Daemon closes stdout once this reader is done."""
-        super().__init__(name, recorder, timeout)
+        super().__init__(name, recorder, timeout, watch)
+        self.on_close = None  # called when the test closes stdin (the daemon may exit now)
         self._wfile = stdin
         self._wfd = stdin.fileno()
         self._rfd = stdout.fileno()
@@ -336,6 +374,8 @@ class StdioClient(Client):
     def close(self) -> None:
         """Closes the daemon's stdin (end of input for the one client)."""
         if not self._closed_by_us:
+            if self.on_close is not None:
+                self.on_close()  # may block the test (preflight stdin-eof broken): then nothing is closed
             self._closed_by_us = True
             self.recorder.note(f"{self.name}: harness closed the daemon's stdin")
             try:
@@ -351,13 +391,13 @@ class SocketClient(Client):
 
     kind = "socket"
 
-    def __init__(self, name, recorder, sock: socket.socket, timeout=DEFAULT_TIMEOUT):
-        super().__init__(name, recorder, timeout)
+    def __init__(self, name, recorder, sock: socket.socket, timeout=DEFAULT_TIMEOUT, watch=None):
+        super().__init__(name, recorder, timeout, watch)
         self.sock = sock
         self._start_reader()
 
     @classmethod
-    def connect(cls, name, recorder, family, address, timeout=DEFAULT_TIMEOUT):
+    def connect(cls, name, recorder, family, address, timeout=DEFAULT_TIMEOUT, watch=None):
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
@@ -369,7 +409,7 @@ class SocketClient(Client):
         if family != socket.AF_UNIX:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         recorder.note(f"{name}: connected to {address}")
-        return cls(name, recorder, sock, timeout)
+        return cls(name, recorder, sock, timeout, watch)
 
     def _read_chunk(self) -> bytes:
         return self.sock.recv(65536)

@@ -3,12 +3,24 @@
 Readiness (from the profile): "connect" (unix/tcp: the address accepts a
 connection; retried with a short backoff until the startup deadline),
 "stderr-regex" (a stderr line matches ready_regex), "none" (at once; stdio
-mode is always ready at once). The daemon runs in its own process group so
-workers it leaks can be killed at teardown.
+mode is always ready at once). The daemon runs in its own session; what it
+leaves behind is found and killed by the bus (contain.py).
+
+Whatever the daemon does, the harness stays bounded and notices at once:
+
+* a watcher thread waits for the daemon's exit (waitid) and wakes every wait
+  of the test. A death by a signal the harness did not send is a crash
+  (DaemonCrashed, naming the signal) at the next wait, or at teardown when
+  the test did not wait again; an exit the test did not expect ends every
+  wait with DaemonExited; a stream wait (a stderr line) ends as soon as the
+  stream is over.
+* stderr is kept as its last STDERR_KEEP bytes (whole lines) with the total
+  byte count; stdout in socket modes as its first STDOUT_KEEP bytes.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import re
@@ -19,10 +31,16 @@ import threading
 import time
 from pathlib import Path
 
+from . import procinfo
 from .client import DEFAULT_TIMEOUT, SocketClient, StdioClient
-from .errors import DaemonExited, DaemonTimeout, HarnessError
+from .errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError
 from .profile import Profile
 from .transcript import Recorder
+
+STDERR_KEEP = 1 << 20     # bytes of daemon stderr kept (the last ones)
+STDOUT_KEEP = 1 << 20     # bytes of daemon stdout kept in socket modes (the first ones)
+SETTLE = 2.0              # s to wait for the exit status of a daemon seen dying
+_LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
 
 
 def free_tcp_port(host: str) -> int:
@@ -42,11 +60,27 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def describe_status(rc: int | None) -> str:
+    if rc is None:
+        return "still running"
+    if rc < 0:
+        return f"died of {signame(-rc)}"
+    return f"exited with status {rc}"
+
+
 class Daemon:
     """One running daemon process. Created and started by Bus.start()."""
 
     def __init__(self, *, profile: Profile, daemon_path: str, mode: str, workdir: Path,
-                 config_path: Path, recorder: Recorder, timeout: float = DEFAULT_TIMEOUT):
+                 config_path: Path, recorder: Recorder, timeout: float = DEFAULT_TIMEOUT,
+                 env: dict | None = None):
         self.profile = profile
         self.daemon_path = daemon_path
         self.mode = mode
@@ -54,22 +88,38 @@ class Daemon:
         self.config_path = Path(config_path)
         self.recorder = recorder
         self.timeout = timeout
+        self.extra_env = dict(env or {})
         self.socket_path = str(self.workdir / "bus.sock") if mode == "unix" else None
         self.host = profile.host if mode == "tcp" else None
         self.port: int | None = None
         self.argv: list[str] = []
         self.proc: subprocess.Popen | None = None
         self.returncode: int | None = None
-        self.killed = False
-        self._stderr = bytearray()
-        self._stderr_lines: list[str] = []
-        self._stderr_partial = b""
+        self.killed = False             # the harness had to SIGKILL it at teardown
+        self.exit_expected = False      # the test made it exit (signal, end of stdin, wait_exit)
+        self.sent_signals: set[int] = set()
+        self.crash: str | None = None   # name of the signal it died of, when the harness sent none
+        self.crash_phase: str | None = None   # "test" or "teardown"
+        self.teardown = False
+        self._exited = threading.Event()
+        self._exit_time = 0.0
+        # stderr: whole lines, the last STDERR_KEEP bytes of them, numbered from the first
+        self._err_lines: collections.deque[str] = collections.deque()     # decoded
+        self._err_raw: collections.deque[bytes] = collections.deque()     # as written
+        self._err_kept = 0
+        self._err_first = 0             # absolute number of the first kept line
+        self._err_total = 0             # bytes written to stderr in all
+        self._err_partial = b""
+        self._err_eof = False
         self._stdout = bytearray()
+        self._stdout_total = 0
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._stdio_client: StdioClient | None = None
-        self._clients: list[SocketClient] = []
+        self._clients: list = []
         self._nclients = 0
+        self.on_signal = None       # called with a signal before the harness sends it (preflight blocking)
+        self.on_stdin_close = None  # called before the harness closes the stdio client's stdin
 
     # -- start ---------------------------------------------------------------
     def start(self) -> "Daemon":
@@ -80,6 +130,8 @@ class Daemon:
             try:
                 self._wait_ready()
                 return self
+            except DaemonCrashed:
+                raise
             except DaemonExited:
                 # The port we picked may have been taken by a parallel test
                 # between our probe and the daemon's bind: retry on another.
@@ -87,6 +139,7 @@ class Daemon:
                     self.recorder.note(f"port {self.port} was taken by someone else; retrying")
                     self._reset_streams()
                     continue
+                self.exit_expected = True  # the test learns of the exit from this exception
                 raise
         raise AssertionError("unreachable")
 
@@ -98,10 +151,17 @@ class Daemon:
             self._stdio_client.join_reader()
         self._close_pipes(self.proc)
         self._threads.clear()
-        self._stderr.clear()
-        self._stderr_lines.clear()
-        self._stderr_partial = b""
-        self._stdout.clear()
+        with self._cond:
+            self._err_lines.clear()
+            self._err_raw.clear()
+            self._err_kept = self._err_first = self._err_total = 0
+            self._err_partial = b""
+            self._err_eof = False
+            self._stdout.clear()
+            self._stdout_total = 0
+        self._exited = threading.Event()
+        self.crash = self.crash_phase = None
+        self.sent_signals.clear()
 
     def _launch(self) -> None:
         self.argv = self.profile.argv(self.mode, daemon=self.daemon_path, config=self.config_path,
@@ -109,6 +169,7 @@ class Daemon:
                                       port=self.port or "")
         env = dict(os.environ)
         env.update(self.profile.env)
+        env.update(self.extra_env)
         self.recorder.note("start: " + " ".join(self.argv))
         try:
             self.proc = subprocess.Popen(
@@ -121,9 +182,14 @@ class Daemon:
         self._spawn_reader(self.proc.stderr.fileno(), self._on_stderr, "stderr")
         if self.mode == "stdio":
             self._stdio_client = StdioClient("client#1", self.recorder, self.proc.stdin,
-                                             self.proc.stdout, self.timeout)
+                                             self.proc.stdout, self.timeout, watch=self._client_watch)
+            self._stdio_client.on_close = self._stdin_closing  # end of stdin ends stdio mode (SB-I-5)
+            self._clients.append(self._stdio_client)
         else:
             self._spawn_reader(self.proc.stdout.fileno(), self._on_stdout, "stdout")
+        t = threading.Thread(target=self._watch_exit, args=(self.proc, self._exited),
+                             name="sb-daemon-exit", daemon=True)
+        t.start()
 
     def _spawn_reader(self, fd, sink, what):
         def loop():
@@ -139,39 +205,74 @@ class Daemon:
         t.start()
         self._threads.append(t)
 
-    def _on_stderr(self, data: bytes) -> None:
+    # -- the exit watcher ------------------------------------------------------
+    def _watch_exit(self, proc: subprocess.Popen, exited: threading.Event) -> None:
+        """Waits for the daemon's exit without reaping it, then records the
+        status and wakes every waiter."""
+        try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass  # already reaped by a wait in the test thread
+        except OSError:
+            return
+        rc = proc.wait()
+        if proc is not self.proc:
+            return
+        self._exit_time = time.monotonic()
+        self.returncode = rc
+        if rc < 0 and -rc not in self.sent_signals:
+            self.crash = signame(-rc)
+            self.crash_phase = "teardown" if self.teardown else "test"
+            self.recorder.note(f"the daemon died of {self.crash} (a signal the harness did not send)")
+        else:
+            self.recorder.note(f"daemon {describe_status(rc)}")
+        exited.set()
+        self._wake_all()
+
+    def _wake_all(self) -> None:
         with self._cond:
-            self._stderr += data
-            buf = self._stderr_partial + data
-            if data:
-                *lines, self._stderr_partial = buf.split(b"\n")
-            else:  # EOF: a last unterminated line still counts
-                lines, self._stderr_partial = ([buf] if buf else []), b""
-            for raw in lines:
-                self._stderr_lines.append(raw.decode("utf-8", "backslashreplace"))
-                self.recorder.add("daemon stderr", raw + b"\n")
             self._cond.notify_all()
+        for c in list(self._clients):
+            c.wake()
 
-    def _on_stdout(self, data: bytes) -> None:
-        if data:
-            with self._cond:
-                self._stdout += data
-            self.recorder.add("daemon stdout (socket mode)", data)
+    def _settle(self) -> None:
+        """When the daemon is dying (seen from /proc), waits for its status."""
+        if not self._exited.is_set() and self.proc is not None and procinfo.exiting(self.proc.pid):
+            self._exited.wait(SETTLE)
 
-    @staticmethod
-    def _wait_probe_closed(s, limit: float = 2.0) -> None:
-        """Ends the readiness probe and waits (at most `limit` s) for the daemon
-        to close its side, so that the probe no longer counts as a connected
-        client when the test starts: a test that opens MAX_CONNECTIONS
-        connections at once otherwise races the daemon's noticing the probe's
-        EOF. A daemon that keeps a half-closed connection open is not at fault
-        here; the wait just ends."""
-        s.shutdown(socket.SHUT_WR)
-        s.settimeout(limit)
-        with contextlib.suppress(OSError):  # the deadline, or a reset: go on
-            data = s.recv(4096)
-            while data:
-                data = s.recv(4096)
+    @property
+    def exited(self) -> bool:
+        return self._exited.is_set()
+
+    def check(self, when: str = "") -> None:
+        """The watch every wait runs: DaemonCrashed if the daemon died of a
+        signal the harness did not send, DaemonExited if it exited and the
+        test did not make it exit. `when` completes the message."""
+        if not self._exited.is_set():
+            return
+        when = f" {when}" if when else ""
+        if self.crash:
+            raise DaemonCrashed(f"the daemon died of {self.crash}{when}{self._stderr_tail()}", self.crash)
+        if not self.exit_expected:
+            raise DaemonExited(f"the daemon {describe_status(self.returncode)}{when} "
+                               f"(the test did not ask it to exit){self._stderr_tail()}")
+
+    def _stderr_tail(self) -> str:
+        tail = self.stderr_text()[-300:]
+        return f"; stderr ends {tail!r}" if tail else ""
+
+    def _client_watch(self, client, at_eof: bool, closing: bool) -> None:
+        """Called by a client on every wake of a wait, and at end of stream.
+        closing: the client is waiting for the daemon to close it."""
+        if at_eof:
+            self._settle()  # an end of stream from a dying daemon is its death, not a close
+        if not self._exited.is_set():
+            return
+        if not at_eof and not self.crash and time.monotonic() - self._exit_time < SETTLE:
+            return  # what it wrote before it exited is still on its way: let the reader drain it
+        if (closing or at_eof) and self.mode == "stdio" and not self.crash:
+            self.exit_expected = True  # in stdio mode closing the one client ends the daemon
+        self.check(f"while {client.name} waited")
 
     def _wait_ready(self) -> None:
         how = self.profile.readiness.get(self.mode, "none")
@@ -192,26 +293,48 @@ class Daemon:
                 if time.monotonic() >= deadline:
                     raise DaemonTimeout(f"the daemon did not accept connections on {self.address} "
                                         f"within {self.profile.startup_timeout:g} s")
-                time.sleep(delay)  # connect retry backoff, bounded by the deadline
+                self._exited.wait(delay)  # connect retry backoff, bounded by the deadline; ends at an exit
                 delay = min(delay * 2, 0.05)
         elif how == "stderr-regex":
             rx = re.compile(self.profile.ready_regex)
+            seen = 0
             with self._cond:
-                while not any(rx.search(l) for l in self._stderr_lines):
+                while True:
+                    lines, seen = self._lines_since(seen)
+                    if any(rx.search(line) for line in lines):
+                        return
                     self._check_alive("before printing its ready line")
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise DaemonTimeout(f"no stderr line matched {self.profile.ready_regex!r} "
                                             f"within {self.profile.startup_timeout:g} s")
-                    # a process exit does not notify the condition: bound each wait
-                    self._cond.wait(min(left, 0.05))
+                    self._cond.wait(left)  # the exit watcher notifies too
+
+    @staticmethod
+    def _wait_probe_closed(s, limit: float = 2.0) -> None:
+        """Ends the readiness probe and waits (at most `limit` s) for the daemon
+        to close its side, so that the probe no longer counts as a connected
+        client when the test starts: a test that opens MAX_CONNECTIONS
+        connections at once otherwise races the daemon's noticing the probe's
+        EOF. A daemon that keeps a half-closed connection open is not at fault
+        here; the wait just ends."""
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(limit)
+        with contextlib.suppress(OSError):  # the deadline, or a reset: go on
+            data = s.recv(4096)
+            while data:
+                data = s.recv(4096)
 
     def _check_alive(self, when: str) -> None:
-        if self.proc.poll() is not None:
-            self.returncode = self.proc.returncode
+        if self.proc.poll() is not None or self._exited.is_set():
+            self._exited.wait(SETTLE)
+            rc = self.proc.returncode
+            self.returncode = rc
             for t in self._threads:
                 t.join(1)
-            raise DaemonExited(f"the daemon exited with status {self.proc.returncode} {when}; "
+            if self.crash:
+                raise DaemonCrashed(f"the daemon died of {self.crash} {when}{self._stderr_tail()}", self.crash)
+            raise DaemonExited(f"the daemon {describe_status(rc)} {when}; "
                                f"stderr: {self.stderr_text()[-1000:]!r}")
 
     # -- addresses and clients ----------------------------------------------
@@ -234,11 +357,19 @@ class Daemon:
         new connection."""
         if self.mode == "stdio":
             return self._stdio_client
+        self.check("before a client could connect")
         self._nclients += 1
         family = socket.AF_UNIX if self.mode == "unix" else \
             (socket.AF_INET6 if ":" in self.host else socket.AF_INET)
-        c = SocketClient.connect(f"client#{self._nclients}", self.recorder, family,
-                                 self.address, self.timeout)
+        try:
+            c = SocketClient.connect(f"client#{self._nclients}", self.recorder, family,
+                                     self.address, self.timeout, watch=self._client_watch)
+        except DaemonExited:
+            raise
+        except Exception:
+            self._settle()
+            self.check(f"when client#{self._nclients} connected")
+            raise
         self._clients.append(c)  # closed at teardown: a long run must not leak fds
         return c
 
@@ -249,57 +380,90 @@ class Daemon:
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and not self._exited.is_set() and self.proc.poll() is None
+
+    def _stdin_closing(self) -> None:
+        if self.on_stdin_close is not None and not self.teardown:
+            self.on_stdin_close()
+        self.exit_expected = True
+
+    def expect_exit(self) -> None:
+        """The test is about to make the daemon exit in a way the harness
+        cannot see (e.g. a configuration it must reject): its exit is no
+        longer a surprise to the waits."""
+        self.exit_expected = True
 
     def signal(self, sig: int) -> None:
-        self.recorder.note(f"harness sends {signal.Signals(sig).name} to the daemon")
+        if self.on_signal is not None:
+            self.on_signal(sig)
+        self.recorder.note(f"harness sends {signame(sig)} to the daemon")
+        if sig not in (0, signal.SIGSTOP, signal.SIGCONT, signal.SIGCHLD):
+            self.sent_signals.add(int(sig))
+            self.exit_expected = True
+        self.check("before the harness sent it " + signame(sig))
         try:
             os.kill(self.proc.pid, sig)
         except ProcessLookupError:
             raise DaemonExited("the daemon had already exited") from None
 
     def wait_exit(self, timeout: float | None = None) -> int:
-        """Waits for the daemon to exit; returns its status (negative: signal)."""
+        """Waits for the daemon to exit; returns its status (negative: killed
+        by a signal the harness sent). A death by any other signal is a crash:
+        DaemonCrashed."""
         timeout = self.profile.shutdown_timeout if timeout is None else timeout
-        try:
-            self.returncode = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s") from None
-        self.recorder.note(f"daemon exited with status {self.returncode}")
+        self.exit_expected = True
+        if not self._exited.wait(timeout):
+            raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s")
+        if self.crash:
+            raise DaemonCrashed(f"the daemon died of {self.crash}{self._stderr_tail()}", self.crash)
         return self.returncode
 
-    def stop(self) -> int | None:
-        """Teardown: SIGTERM, wait up to the profile's shutdown_timeout, then
-        SIGKILL; then kill whatever is left in the daemon's process group."""
+    def stop(self, grace: float | None = None) -> dict:
+        """Teardown: SIGTERM, wait up to `grace` (default: the profile's
+        shutdown_timeout), then SIGKILL. Returns what happened: {status,
+        killed, crash, crash_phase, crashed_before_teardown}."""
         if self.proc is None:
-            return None
-        if self.proc.poll() is None:
+            return {}
+        grace = self.profile.shutdown_timeout if grace is None else grace
+        self._settle()  # a daemon already dying died during the test, not of our SIGTERM
+        crashed_before = self.crash
+        self.teardown = True
+        if not self._exited.is_set() and self.proc.poll() is None:
             self.recorder.note("teardown: SIGTERM to the daemon")
+            self.sent_signals.add(signal.SIGTERM)
+            self.exit_expected = True
             try:
                 os.kill(self.proc.pid, signal.SIGTERM)
-                self.returncode = self.proc.wait(self.profile.shutdown_timeout)
-            except subprocess.TimeoutExpired:
-                self.recorder.note("teardown: daemon still running, SIGKILL")
-                self.killed = True
-                self.proc.kill()
-                self.returncode = self.proc.wait()
             except ProcessLookupError:
-                self.returncode = self.proc.wait()
+                pass
+            if not self._exited.wait(grace):
+                self.recorder.note(f"teardown: daemon still running after {grace:g} s, SIGKILL")
+                self.killed = True
+                self.sent_signals.add(signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                self._exited.wait(10)
         else:
-            self.returncode = self.proc.returncode
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # our own group: leftover workers
-        except (ProcessLookupError, PermissionError):
-            pass
-        for t in self._threads:
-            t.join(2)
+            self._exited.wait(SETTLE)
+        self.returncode = self.proc.poll() if self.returncode is None else self.returncode
+        # what it left behind (its workers, if it did not stop them) is the
+        # bus's to find and kill (contain.py), then finish() closes the streams
+        return {"status": self.returncode, "killed": self.killed, "crash": self.crash,
+                "crash_phase": self.crash_phase if self.crash else None,
+                "crashed_before_teardown": crashed_before}
+
+    def finish(self) -> None:
+        """After stop() and the kill of what the daemon left (which may hold
+        its pipes): closes the clients and the pipes, ends the readers."""
+        if self.proc is None:
+            return
         for c in self._clients:
             c.close()
+        for t in self._threads:
+            t.join(1)
         if self._stdio_client is not None:
-            self._stdio_client.close()
-            self._stdio_client.join_reader()
+            self._stdio_client.join_reader(1)
         self._close_pipes(self.proc)
-        return self.returncode
 
     @staticmethod
     def _close_pipes(proc) -> None:
@@ -311,35 +475,135 @@ class Daemon:
                     pass
 
     # -- output --------------------------------------------------------------
-    def stderr_bytes(self) -> bytes:
+    def _on_stderr(self, data: bytes) -> None:
+        if data:
+            self.recorder.add("daemon stderr", data)
         with self._cond:
-            return bytes(self._stderr)
+            self._err_total += len(data)
+            buf = self._err_partial + data
+            if data:
+                *lines, self._err_partial = buf.split(b"\n")
+                if len(self._err_partial) > STDERR_KEEP:  # a line without end: keep its tail
+                    self._err_partial = self._err_partial[-STDERR_KEEP:]
+            else:  # EOF: a last unterminated line still counts
+                lines, self._err_partial = ([buf] if buf else []), b""
+                self._err_eof = True
+            for raw in lines:
+                self._err_lines.append(raw.decode("utf-8", "backslashreplace"))
+                self._err_raw.append(raw)
+                self._err_kept += len(raw) + 1
+            while self._err_kept > STDERR_KEEP and len(self._err_lines) > 1:
+                self._err_lines.popleft()
+                self._err_kept -= len(self._err_raw.popleft()) + 1
+                self._err_first += 1
+            self._cond.notify_all()
+
+    def _on_stdout(self, data: bytes) -> None:
+        if data:
+            with self._cond:
+                self._stdout_total += len(data)
+                room = STDOUT_KEEP - len(self._stdout)
+                if room > 0:
+                    self._stdout += data[:room]
+            self.recorder.add("daemon stdout (socket mode)", data)
+
+    def _lines_since(self, mark: int) -> tuple[list[str], int]:
+        """(kept lines numbered mark and up, the next mark). Caller holds _cond."""
+        start = max(mark, self._err_first) - self._err_first
+        lines = list(self._err_lines)[start:] if start else list(self._err_lines)
+        return lines, self._err_first + len(self._err_lines)
+
+    @property
+    def stderr_total(self) -> int:
+        """Bytes the daemon has written to stderr so far (kept or not)."""
+        with self._cond:
+            return self._err_total
+
+    @property
+    def stderr_truncated(self) -> bool:
+        with self._cond:
+            return self._err_first > 0 or self._err_total > self._err_kept + len(self._err_partial)
+
+    def stderr_mark(self) -> int:
+        """The number of the next stderr line: pass it as `since` to see only
+        the lines written after this call."""
+        with self._cond:
+            return self._err_first + len(self._err_lines)
+
+    def stderr_bytes(self) -> bytes:
+        """The kept stderr (the last STDERR_KEEP bytes, whole lines)."""
+        with self._cond:
+            return b"".join(raw + b"\n" for raw in self._err_raw) + self._err_partial
 
     def stderr_text(self) -> str:
         return self.stderr_bytes().decode("utf-8", "backslashreplace")
 
-    def stderr_lines(self) -> list[str]:
+    def stderr_lines(self, since: int = 0) -> list[str]:
+        """Kept stderr lines; since: a stderr_mark() (absolute line number)."""
         with self._cond:
-            return list(self._stderr_lines)
+            return self._lines_since(since)[0]
 
     def stdout_bytes(self) -> bytes:
-        """What the daemon wrote to its stdout in socket modes (should be nothing)."""
+        """What the daemon wrote to its stdout in socket modes (should be
+        nothing; the first STDOUT_KEEP bytes are kept)."""
         with self._cond:
             return bytes(self._stdout)
 
-    def wait_stderr(self, pattern: str, timeout: float | None = None) -> re.Match:
-        """Waits for a stderr line matching the regex pattern."""
+    def _stderr_over(self) -> bool:
+        """True once no stderr line can come any more. Caller holds _cond."""
+        return self._err_eof or (self._exited.is_set() and not any(t.is_alive() for t in self._threads
+                                                                    if t.name == "sb-daemon-stderr"))
+
+    def wait_stderr(self, pattern: str, timeout: float | None = None, since: int = 0) -> re.Match:
+        """Waits for a stderr line matching the regex pattern (from line
+        `since`, a stderr_mark()). Ends with DaemonTimeout at the deadline or
+        as soon as the daemon's stderr is closed without a match."""
         rx = re.compile(pattern)
+        found = self.wait_stderr_line(lambda line: rx.search(line), timeout, since, f"matched {pattern!r}")
+        return found
+
+    def wait_stderr_line(self, predicate, timeout: float | None = None, since: int = 0,
+                         what: str = "matched"):
+        """Waits for a stderr line for which predicate is true; returns the
+        predicate's value."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        mark = since
         with self._cond:
-            seen = 0
             while True:
-                for line in self._stderr_lines[seen:]:
-                    m = rx.search(line)
-                    if m:
-                        return m
-                seen = len(self._stderr_lines)
+                lines, mark = self._lines_since(mark)
+                for line in lines:
+                    value = predicate(line)
+                    if value:
+                        return value
+                if self._exited.is_set():
+                    self.check("while the harness waited for a stderr line")  # _cond is reentrant
+                    if self._stderr_over():
+                        raise DaemonTimeout(f"no daemon stderr line {what}; the daemon "
+                                            f"{describe_status(self.returncode)}")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise DaemonTimeout(f"no daemon stderr line matched {pattern!r}")
-                self._cond.wait(left)
+                    raise DaemonTimeout(f"no daemon stderr line {what} within "
+                                        f"{self.timeout if timeout is None else timeout:g} s")
+                self._cond.wait(min(left, 0.1) if self._exited.is_set() else left)
+
+    def log_lines(self, level: str, since: int = 0, any_of=()) -> list[str]:
+        """The daemon's stderr lines at `level` ("WARN" or "ERROR", as SB-I-34
+        defines them), from stderr_mark() `since` on, that name one of any_of.
+        Worker stderr the daemon relays (the mock's diagnostics start with
+        'mock_worker[') is not the daemon's own log."""
+        rx = re.compile(_LEVEL[level], re.I)
+        return [line for line in self.stderr_lines(since)
+                if rx.search(line) and "mock_worker[" not in line
+                and (not any_of or any(str(a) in line for a in any_of))]
+
+    def wait_log(self, level: str, any_of=(), since: int = 0, timeout: float | None = None) -> str:
+        """Waits for a daemon stderr line at `level` (SB-I-34) naming one of
+        any_of; returns it."""
+        rx = re.compile(_LEVEL[level], re.I)
+        names = [str(a) for a in any_of]
+
+        def match(line):
+            return line if (rx.search(line) and "mock_worker[" not in line
+                            and (not names or any(n in line for n in names))) else None
+        what = f"at level {level}" + (f" naming one of {names}" if names else "")
+        return self.wait_stderr_line(match, timeout, since, what)

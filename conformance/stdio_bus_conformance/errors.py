@@ -33,3 +33,12 @@ class ConnectionClosed(DaemonError):
 
 class DaemonExited(DaemonError):
     """The daemon process exited when the test expected it to keep running."""
+
+
+class DaemonCrashed(DaemonExited):
+    """The daemon died of a signal the harness did not send (a crash). Always
+    a finding: never read as "the daemon closed the connection"."""
+
+    def __init__(self, message: str, signame: str = ""):
+        super().__init__(message)
+        self.signame = signame

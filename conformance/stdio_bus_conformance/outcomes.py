@@ -3,20 +3,25 @@ from outcomes to the exit code.
 
 Outcomes of one test:
   pass           every phase passed
-  fail           an AssertionError/DaemonError, and a MUST/MUST NOT clause is cited
-  warn           same, but only SHOULD/SHOULD NOT/MAY clauses are cited
+  fail           an AssertionError/DaemonError judged by a MUST/MUST NOT clause: the
+                 clause its check() named, else the test's first cited clause
+  warn           same, judged by a SHOULD/SHOULD NOT/MAY clause
   xfail          fail or warn, and the baseline lists the test as an expected failure
+  blocked        a preflight item the test stands on is broken (its root cause is
+                 reported once, on its own clause; never a pass, never a fail)
   unsupported    the profile does not support the test's mode or a required feature
   skipped        the test skipped itself for another reason
   harness-error  any other exception (the suite's fault, never the daemon's)
+  unfinished     the run was interrupted before the test finished (never a pass)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-OUTCOMES = ("pass", "fail", "warn", "xfail", "unsupported", "skipped", "harness-error")
+OUTCOMES = ("pass", "fail", "warn", "xfail", "blocked", "unsupported", "skipped", "harness-error", "unfinished")
 RAN = ("pass", "fail", "warn", "xfail", "harness-error")
+JUDGED = RAN + ("blocked",)   # selected and given a verdict (counts for --min-tests)
 
 EXIT_OK, EXIT_FAIL, EXIT_HARNESS = 0, 1, 2
 
@@ -47,6 +52,8 @@ class Phase:
     details: str = ""
     duration: float = 0.0
     wasxfail: bool = False
+    clause: str | None = None     # the clause a failure is judged by (check(), else the first cited)
+    finding: str | None = None    # "crash" when the daemon died of a signal the harness did not send
 
 
 @dataclass
@@ -60,36 +67,59 @@ class TestResult:
     outcome: str = "pass"
     message: str = ""
     details: str = ""
+    clause: str | None = None     # the clause a failure (fail, warn, xfail) is judged by
+    findings: list = field(default_factory=list)
 
     @property
     def duration(self) -> float:
         return sum(p.duration for p in self.phases.values())
 
 
-def classify(result: TestResult, mandatory: bool, expected_failure: bool) -> tuple[str, str, str]:
-    """(outcome, message, details) of a test from its phases.
+MANDATORY = ("MUST", "MUST NOT")
 
-    mandatory: the test cites a MUST/MUST NOT clause.
+
+def judged_clause(result: TestResult, phase: Phase | None = None) -> str | None:
+    """The clause a failure is judged by: the one its check() named, else the
+    test's first cited clause."""
+    if phase is not None and phase.clause:
+        return phase.clause
+    return result.clauses[0] if result.clauses else None
+
+
+def classify(result: TestResult, level_of, expected_failure: bool) -> tuple[str, str, str, str | None]:
+    """(outcome, message, details, judged clause) of a test from its phases.
+
+    level_of(clause id) -> level: the level of the clause a failure is judged
+    by decides between fail (MUST/MUST NOT) and warn (SHOULD/SHOULD NOT/MAY).
+    A bool is accepted too (True: every failure fails), for callers that
+    judge a test as a whole.
     expected_failure: the baseline lists the test."""
+    if isinstance(level_of, bool):
+        level_of = (lambda _c, _m=level_of: "MUST" if _m else "SHOULD")
     phases = [result.phases[w] for w in ("setup", "call", "teardown") if w in result.phases]
     for p in phases:
         if p.outcome == "failed" and p.kind == "harness":
-            return "harness-error", f"{p.when}: {p.message}", p.details
+            return "harness-error", f"{p.when}: {p.message}", p.details, None
     for p in phases:
         if p.outcome == "skipped":
             if p.wasxfail:
-                return "xfail", p.message, p.details
-            if p.kind == "unsupported":
-                return "unsupported", p.message, ""
-            return "skipped", p.message, ""
-    for p in phases:
+                return "xfail", p.message, p.details, judged_clause(result)
+            if p.kind in ("unsupported", "blocked"):
+                return p.kind, p.message, "", None
+            return "skipped", p.message, "", None
+    crash = next((p for p in phases if p.outcome == "failed" and p.finding == "crash"), None)
+    for p in ([crash] if crash is not None else phases):  # a crash explains whatever failed with it
         if p.outcome == "failed":
-            outcome = "fail" if mandatory else "warn"
+            clause = judged_clause(result, p)
+            outcome = "fail" if level_of(clause) in MANDATORY else "warn"
             if expected_failure:
                 outcome = "xfail"
             msg = p.message if p.when == "call" else f"{p.when}: {p.message}"
-            return outcome, msg, p.details
-    return "pass", "", ""
+            return outcome, msg, p.details, clause
+    if "call" not in result.phases or "teardown" not in result.phases:
+        # setup passed and the run ended before the test did (interrupted)
+        return "unfinished", "the run ended before this test finished", "", None
+    return "pass", "", "", None
 
 
 @dataclass
@@ -98,28 +128,48 @@ class Verdict:
     reasons: list
 
 
+BINDING_FINDINGS = {  # findings that fail the run on their own: kind -> what the exit reason says
+    "leak": "process(es) outlived the daemon",
+    "teardown-kill": "teardown(s) needed SIGKILL",
+    "teardown-crash": "crash(es) at teardown",
+}
+
+
 def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
-            gate_failures: list, min_tests: int, nothing_selected: bool) -> Verdict:
+            gate_failures: list, min_tests: int, nothing_selected: bool,
+            findings: list = (), interrupted: bool = False, broken: list = (),
+            blocked: int = 0) -> Verdict:
     """The exit code: 2 for anything that makes the run untrustworthy, else 1
     for a failure (or a stale baseline entry), else 0. Warnings never fail."""
     reasons_2, reasons_1 = [], []
-    ran = sum(counts.get(o, 0) for o in RAN)
+    ran = sum(counts.get(o, 0) for o in JUDGED)
     if fatal:
         reasons_2 += fatal
     if collection_errors:
         reasons_2.append(f"{collection_errors} collection error(s)")
     if counts.get("harness-error"):
         reasons_2.append(f"{counts['harness-error']} harness error(s)")
+    if counts.get("unfinished") or interrupted:
+        reasons_2.append("the run was interrupted" + (f": {counts['unfinished']} test(s) unfinished"
+                                                       if counts.get("unfinished") else ""))
     if nothing_selected or (ran == 0 and not fatal and not collection_errors):
         reasons_2.append("no test ran (nothing selected or collected)")
     if min_tests and ran < min_tests:
         reasons_2.append(f"only {ran} test(s) ran, --min-tests is {min_tests}")
     if gate_failures:
         reasons_2.append(f"coverage gate: {len(gate_failures)} MUST clause(s) without a test")
+    if broken:
+        reasons_1.append("preflight: " + ", ".join(f"{b['item']} broken ({b['clause']})" for b in broken))
+    if blocked:
+        reasons_1.append(f"{blocked} test(s) blocked (not judged)")
     if counts.get("fail"):
         reasons_1.append(f"{counts['fail']} failure(s)")
     if stale:
         reasons_1.append(f"{len(stale)} stale baseline entr{'y' if len(stale) == 1 else 'ies'}")
+    for kind, words in BINDING_FINDINGS.items():
+        n = sum(1 for f in findings if f.get("kind") == kind and not f.get("root_cause"))
+        if n:
+            reasons_1.append(f"{n} {words}")
     if reasons_2:
         return Verdict(EXIT_HARNESS, reasons_2 + reasons_1)
     if reasons_1:
@@ -130,9 +180,9 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
 def summary_line(counts: dict) -> str:
     """'N passed, N failed' then the other non-zero outcomes."""
     parts = [f"{counts.get('pass', 0)} passed", f"{counts.get('fail', 0)} failed"]
-    for key, word in (("warn", "warned"), ("xfail", "expected failures"),
+    for key, word in (("warn", "warned"), ("xfail", "expected failures"), ("blocked", "blocked"),
                       ("unsupported", "unsupported"), ("skipped", "skipped"),
-                      ("harness-error", "harness errors")):
+                      ("harness-error", "harness errors"), ("unfinished", "unfinished")):
         if counts.get(key):
             parts.append(f"{counts[key]} {word}")
     return ", ".join(parts)

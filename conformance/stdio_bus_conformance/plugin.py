@@ -16,6 +16,7 @@ through workeroutput).
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import random
 import re
@@ -30,8 +31,15 @@ from . import baseline as bl
 from . import reports
 from .bus import Bus, RunContext
 from .coverage import compute as compute_coverage
-from .errors import HarnessError
+from . import contain, context
+from .errors import DaemonCrashed, HarnessError
+from .judge import ClauseFailure
 from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
+from .preflight import ITEMS as PREFLIGHT_ITEMS
+from .preflight import Results as PreflightResults
+from .preflight import blocked_message
+from .preflight import run as run_preflight
+from .preflight import summary_lines as preflight_lines
 from .profile import MODES, load_profile
 from .spec import CONFORMANCE_DIR, ID_RE, Registry
 from .worker_desc import (FACTS, MCP_VERSIONS, PROFILES, clause_applies, from_options,
@@ -39,6 +47,7 @@ from .worker_desc import (FACTS, MCP_VERSIONS, PROFILES, clause_applies, from_op
 from .worker_run import WorkerContext, WorkerRun
 
 STATE_KEY = "_sb_state"
+ARTIFACT_RUN_CAP = 64 << 20  # bytes of artifacts a whole run may leave
 _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
     "pass": ("passed", ".", "PASSED"),
     "fail": ("failed", "F", "FAILED"),
@@ -47,6 +56,8 @@ _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
     "unsupported": ("unsupported", "u", "UNSUPPORTED"),
     "skipped": ("skipped", "s", "SKIPPED"),
     "harness-error": ("harness-error", "E", "HARNESS-ERROR"),
+    "blocked": ("blocked", "b", "BLOCKED"),
+    "unfinished": ("unfinished", "?", "UNFINISHED"),
 }
 
 
@@ -98,6 +109,8 @@ def pytest_addoption(parser):
                 help="run only the test with this node id (repeatable; used by reproducers)")
     g.addoption("--min-tests", type=int, default=0, help="exit 2 when fewer tests ran")
     g.addoption("--wait-timeout", type=float, default=5.0, help="default deadline of one wait (s)")
+    g.addoption("--no-preflight", action="store_true",
+                help="skip the preflight (systemic checks; tests standing on a broken one are blocked)")
     g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
     g.addoption("--coverage-only", action="store_true", help="with --collect-only: print coverage, gate it")
     w = parser.getgroup("stdio-bus-worker", "stdio Bus worker conformance (WORKER_SPEC.md)")
@@ -120,9 +133,14 @@ def pytest_configure(config):
                             "facts) the test needs")
     config.addinivalue_line("markers", "worker_profile(name): what a worker test talks (plain: sessionIds; "
                             "jsonrpc: error codes; mcp: MCP calls): the worker must claim it too")
+    config.addinivalue_line("markers", "stands_on(*items): preflight items the test needs and does not judge "
+                            "(restart-exit0, restart-crash, big-line, burst, malformed, ...): blocked when broken")
     state = State(config)
     setattr(config, STATE_KEY, state)
     config.pluginmanager.register(state, "sb_state")
+    context.state.wait = config.getoption("wait_timeout")
+    # whatever the daemon forks is re-parented to this process, never to init (contain.py)
+    contain.become_subreaper()
 
 
 def _state(config) -> "State":
@@ -150,18 +168,40 @@ def bus(request, sb_mode):
         missing = [f for f in m.args if f not in state.ctx.profile.features]
         if missing:
             pytest.skip(f"unsupported: the profile lacks feature(s) {', '.join(missing)}")
+    cited = state.item_clauses(request.node)
+    if state.ctx.preflight is not None:  # blocked before anything starts: fast
+        for item in [f"start-{sb_mode}"] + [a for m in request.node.iter_markers("stands_on") for a in m.args]:
+            r = state.ctx.preflight.blocking(item, cited)
+            if r is not None:
+                pytest.skip(blocked_message(r))
     b = Bus(state.ctx, sb_mode, request.node.nodeid)
+    b.requires = {f for m in request.node.iter_markers("requires") for f in m.args}
+    b.cited = tuple(cited)
     request.node._sb_bus = b
+    context.state.bus = b
     try:
         yield b
     finally:
+        crash = None
         try:
-            b.stop()
-            if getattr(request.node, "_sb_failed", False):
-                b.write_artifacts(state.artifact_dir(request.node.nodeid),
-                                  state.rerun_command(request.node))
+            try:
+                b.stop()
+            except DaemonCrashed as exc:
+                crash = exc
+            request.node._sb_findings = list(b.findings)
+            if getattr(request.node, "_sb_failed", False) or crash is not None or \
+                    any(f["kind"] != "flood" for f in b.findings):
+                dest = state.artifact_dir(request.node.nodeid)
+                b.write_artifacts(dest, state.rerun_command(request.node), state.artifact_room())
+                state.write_rerun(dest, request.node)
+                if b.truncated:
+                    request.node._sb_findings.append(
+                        {"kind": "truncated", "test": request.node.nodeid, "clause": None,
+                         "detail": "artifacts cut to stay bounded: " + ", ".join(sorted(set(b.truncated)))})
         finally:
             b.cleanup()
+        if crash is not None:
+            raise crash
 
 
 @pytest.fixture
@@ -212,6 +252,8 @@ class State:
         self.inventory_complete = False
         self.have_inventory = False
         self.results: dict[str, TestResult] = {}
+        self.findings: list[dict] = []
+        self.interrupted = False
         self.collection_errors: list[dict] = []
         self.nothing_selected = False
         self.started = time.time()
@@ -222,8 +264,12 @@ class State:
         if seed is None and self.is_worker:
             seed = config.workerinput.get("sb_seed")
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+        token = config.workerinput.get("sb_token") if self.is_worker else None
+        self.token = token or f"{os.getpid()}-{self.seed}-{random.SystemRandom().randrange(1 << 32):08x}"
         self.worker_mode = bool(opt("worker") or opt("worker_description") or opt("worker_profile")
                                 or opt("worker_env") or opt("mcp_version"))
+        self.preflight = PreflightResults.from_json(config.workerinput.get("sb_preflight")) \
+            if self.is_worker and not self.worker_mode else None
         try:
             self.registry = Registry.load(opt("spec"), "WORKER_SPEC.md" if self.worker_mode else "SPEC.md")
         except HarnessError as exc:
@@ -254,12 +300,11 @@ class State:
             self.fatal += worker_problems(desc)
         self.wctx = WorkerContext(desc=desc, seed=self.seed, timeout=desc.answer_timeout or opt("wait_timeout"))
         if self.is_worker:  # the controller ran the preflight (pytest_sessionstart)
-            self._use_preflight(self.config.workerinput.get("sb_preflight") or {})
+            self._use_worker_preflight(self.config.workerinput.get("sb_worker_preflight") or {})
 
     # -- worker preflight (worker_preflight.py): once per run, before the tests ----------------
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionstart(self, session):
-        if not self.worker_mode or self.is_worker or self.fatal or self.config.option.collectonly:
+    def _worker_sessionstart(self):
+        if self.is_worker or self.fatal or self.config.option.collectonly:
             return
         from . import worker_preflight
         try:
@@ -270,9 +315,9 @@ class State:
         os.makedirs(self.report_dir, exist_ok=True)
         with open(os.path.join(self.report_dir, "preflight.txt"), "w", encoding="utf-8") as f:
             f.write(result.pop("transcript", ""))
-        self._use_preflight(result)
+        self._use_worker_preflight(result)
 
-    def _use_preflight(self, result: dict) -> None:
+    def _use_worker_preflight(self, result: dict) -> None:
         self.wctx.preflight = result
         desc = self.wctx.desc
         if desc.tool_call is None and result.get("tool_call"):
@@ -285,7 +330,10 @@ class State:
         daemon = os.path.abspath(opt("daemon") or default_daemon())
         if not (os.path.isfile(daemon) and os.access(daemon, os.X_OK)):
             self.fatal.append(f"daemon not found or not executable: {daemon} (pass --daemon PATH)")
-        profile_path = opt("profile") or default_profile()
+        # our own build is judged with our profile (our CLI, our extensions);
+        # any other daemon with the spec's CLI and no extension unless --profile says otherwise
+        ours = os.path.realpath(daemon) == os.path.realpath(default_daemon())
+        profile_path = opt("profile") or (default_profile() if ours else None)
         try:
             profile = load_profile(profile_path)
         except HarnessError as exc:
@@ -293,7 +341,40 @@ class State:
             profile = load_profile(None)
         mock = os.path.abspath(opt("mock_worker") or default_mock())
         self.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.seed,
-                              timeout=opt("wait_timeout"))
+                              timeout=opt("wait_timeout"), token=f"{self.token}/{os.getpid()}")
+        self._use_preflight(self.preflight)
+
+    def _use_preflight(self, res) -> None:
+        """Tests see the preflight through ctx; a daemon that does not exit on
+        SIGTERM is killed at once at teardown instead of after shutdown_timeout."""
+        self.preflight = res
+        if not hasattr(self, "ctx"):
+            return
+        self.ctx.preflight = res
+        term = res.items.get("sigterm") if res is not None else None
+        if term is not None and term.status == "broken" and "did not exit" in term.message:
+            self.ctx.term_grace = 0.2
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session):
+        """The preflight, once per run, before the tests (and before xdist
+        starts its workers, which receive its results): of the worker in
+        worker mode, else of the daemon."""
+        if self.worker_mode:
+            self._worker_sessionstart()
+            return
+        opt = self.config.getoption
+        if (self.is_worker or self.fatal or self.config.option.collectonly
+                or opt("no_preflight") or self.preflight is not None):
+            return
+        if not (self.ctx.mock_worker and os.path.isfile(self.ctx.mock_worker)):
+            return  # no mock worker: every test is a harness error anyway
+        res = run_preflight(self.ctx)
+        self._use_preflight(res)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in preflight_lines(res):
+            if tr is not None:
+                tr.write_line(line, red=line.startswith("  BROKEN"))
 
     def _clean_report_dir(self):
         import shutil
@@ -301,6 +382,18 @@ class State:
         shutil.rmtree(os.path.join(self.report_dir, "artifacts"), ignore_errors=True)
 
     # -- artifacts and reproducers ---------------------------------------------------------
+    def artifact_room(self) -> int:
+        """Bytes of artifacts the run may still write (ARTIFACT_RUN_CAP in all;
+        xdist workers share the folder, so it is measured, not counted)."""
+        used = 0
+        for root, _, files in os.walk(os.path.join(self.report_dir, "artifacts")):
+            for f in files:
+                try:
+                    used += os.stat(os.path.join(root, f)).st_size
+                except OSError:
+                    pass
+        return max(0, ARTIFACT_RUN_CAP - used)
+
     def artifact_dir(self, nodeid: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", nodeid).strip("_")
         return Path(self.report_dir) / "artifacts" / safe
@@ -323,10 +416,8 @@ class State:
                 cmd += ["--worker-env", env_item]
             cmd += ["--mcp-version", desc.mcp_version, "--wait-timeout", str(opt("wait_timeout"))]
         else:
-            cmd += ["--daemon", self.ctx.daemon]
-            if self.ctx.profile.path:
-                cmd += ["--profile", self.ctx.profile.path]
-            cmd += ["--mock-worker", self.ctx.mock_worker]
+            # everything else is in the artifact folder (rerun.json, profile.toml): see write_rerun
+            return " ".join(shlex.quote(c) for c in cmd + ["--rerun", str(self.artifact_dir(item.nodeid))])
         if opt("spec"):
             cmd += ["--spec", os.path.abspath(opt("spec"))]
         cmd += ["--seed", str(self.seed), "-j", "1", "--no-coverage-gate",
@@ -335,6 +426,32 @@ class State:
             cmd += ["--tests-dir", os.path.abspath(str(arg).split("::")[0])]
         cmd += ["--only", item.nodeid]
         return " ".join(shlex.quote(c) for c in cmd)
+
+    def write_rerun(self, dest: Path, item) -> None:
+        """What `run.py --rerun <folder>` needs to rerun the test, in the
+        folder itself: the profile (copied) and rerun.json. The daemon, the
+        mock worker and the suite are named by path (absolute, or for the
+        suite relative to run.py): a folder downloaded from CI reruns where
+        they exist at the same place, or with --daemon/--mock-worker."""
+        opt = self.config.getoption
+        (dest / "profile.toml").write_text(self.ctx.profile.to_toml())
+
+        def where(path: str) -> str:
+            p = Path(path).resolve()
+            return str(p.relative_to(CONFORMANCE_DIR)) if CONFORMANCE_DIR in p.parents else str(p)
+        data = {
+            "nodeid": item.nodeid,
+            "daemon": self.ctx.daemon,
+            "mock_worker": self.ctx.mock_worker,
+            "profile": "profile.toml",
+            "spec": os.path.abspath(opt("spec")) if opt("spec") else None,
+            "seed": self.seed,
+            "wait_timeout": opt("wait_timeout"),
+            "timeout": opt("timeout") if hasattr(self.config.option, "timeout") else None,
+            "tests_dirs": [where(str(a).split("::")[0]) for a in self.config.args],
+            "preflight": not opt("no_preflight"),
+        }
+        (dest / "rerun.json").write_text(json.dumps(data, indent=2) + "\n")
 
     # -- collection ----------------------------------------------------------------------
     def item_clauses(self, item) -> list[str]:
@@ -361,12 +478,23 @@ class State:
                     problems.append(f"{item.nodeid}: cites unknown clause {a} (not in {self.registry.path})")
                 elif self.registry is not None and self.registry[a].retired:
                     problems.append(f"{item.nodeid}: cites {a}, which SPEC.md marks RETIRED")
+        for m in item.iter_markers("stands_on"):
+            bad = [x for x in m.args if x not in PREFLIGHT_ITEMS]
+            if bad or not m.args:
+                problems.append(f"{item.nodeid}: @pytest.mark.stands_on{m.args!r}: preflight items are "
+                                f"{', '.join(PREFLIGHT_ITEMS)}")
         for m in item.iter_markers("modes"):
             bad = [x for x in m.args if x not in MODES]
             if bad or not m.args:
                 problems.append(f"{item.nodeid}: @pytest.mark.modes{m.args!r}: modes are {', '.join(MODES)}")
         if self.worker_mode and not problems:
             problems += self.worker_item_problems(item)
+        elif not problems:
+            # an extension is judged only where the profile claims it (SB-X: @pytest.mark.requires)
+            ext = [c for c in self.item_clauses(item) if c.startswith("SB-X-")]
+            if ext and not any(m.args for m in item.iter_markers("requires")):
+                problems.append(f"{item.nodeid}: cites {', '.join(ext)} (an extension) without "
+                                "@pytest.mark.requires(<feature>): it would judge every daemon on our extension")
         return problems
 
     def worker_item_problems(self, item) -> list[str]:
@@ -478,18 +606,31 @@ class State:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         node.workerinput["sb_seed"] = self.seed
+        node.workerinput["sb_token"] = self.token
         if self.worker_mode:
-            node.workerinput["sb_preflight"] = self.wctx.preflight
+            node.workerinput["sb_worker_preflight"] = self.wctx.preflight
+        elif self.preflight is not None:
+            node.workerinput["sb_preflight"] = self.preflight.to_json()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
         out = getattr(node, "workeroutput", None) or {}
+        self.findings += out.get("sb_findings", [])
         if "sb_inventory" in out:
             self.inventory.update(out["sb_inventory"])
             self.inventory_complete = bool(out.get("sb_inventory_complete"))
             self.have_inventory = True
 
     # -- running -------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        context.begin_test(item.nodeid, self.item_clauses(item))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        yield
+        context.end_test()
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
@@ -497,17 +638,27 @@ class State:
         rep.sb_clauses = self.item_clauses(item)
         spec = getattr(item, "callspec", None)
         rep.sb_mode = spec.params.get("sb_mode") if spec is not None else None
-        rep.sb_kind, rep.sb_message = None, ""
+        rep.sb_kind, rep.sb_message, rep.sb_clause, rep.sb_finding = None, "", None, None
         if call.excinfo is not None:
             exc = call.excinfo.value
             if rep.skipped:
                 reason = getattr(exc, "msg", None) or str(exc)
-                rep.sb_kind = "unsupported" if str(reason).startswith("unsupported:") else "skip"
+                rep.sb_kind = next((k for k in ("unsupported", "blocked") if str(reason).startswith(k + ":")),
+                                   "skip")
                 rep.sb_message = str(reason)
             elif rep.failed:
                 rep.sb_kind = exception_kind(exc)
                 text = re.sub(r"^stdio_bus_conformance\.[a-z_]+\.", "", call.excinfo.exconly().strip())
+                if isinstance(exc, ClauseFailure):  # its clause is shown beside it: the detail says the rest
+                    text = exc.detail or text
                 rep.sb_message = text if len(text) < 2000 else text[:2000] + "..."
+                # the clause the failure is judged by: the check's, else the test's first
+                rep.sb_clause = exc.clause if isinstance(exc, ClauseFailure) else \
+                    (rep.sb_clauses[0] if rep.sb_clauses else None)
+                if isinstance(exc, DaemonCrashed):
+                    rep.sb_finding = "crash"
+        if call.when == "teardown":
+            rep.sb_findings = list(getattr(item, "_sb_findings", []))
         if rep.failed:
             item._sb_failed = True
 
@@ -523,25 +674,32 @@ class State:
             details = report.longreprtext
         r.phases[report.when] = Phase(report.when, report.outcome, getattr(report, "sb_kind", None),
                                       getattr(report, "sb_message", "") or "", details, report.duration,
-                                      bool(getattr(report, "wasxfail", None)))
+                                      bool(getattr(report, "wasxfail", None)),
+                                      getattr(report, "sb_clause", None), getattr(report, "sb_finding", None))
+        for f in getattr(report, "sb_findings", None) or []:
+            self.findings.append(f)
+            r.findings.append(f)
         self._finish(r)
 
+    def level_of(self, cid: str | None) -> str:
+        return self.registry.level(cid) if self.registry is not None else "MUST"
+
     def _finish(self, r: TestResult):
-        mandatory = self.registry.any_mandatory(r.clauses) if self.registry else True
-        r.outcome, r.message, r.details = classify(r, mandatory, r.nodeid in self.baseline)
+        r.outcome, r.message, r.details, r.clause = classify(r, self.level_of, r.nodeid in self.baseline)
         d = self.artifact_dir(r.nodeid)
         r.artifact_dir = str(d) if d.is_dir() else None
 
     def pytest_report_teststatus(self, report, config):
         if not hasattr(report, "sb_kind") or report.when == "collect":
             return None
-        if report.passed and report.when != "call":
-            return None
+        if report.passed:
+            return _CATEGORY["pass"] if report.when == "call" else None
         r = TestResult(report.nodeid, list(report.sb_clauses), report.sb_mode)
         r.phases[report.when] = Phase(report.when, report.outcome, report.sb_kind, report.sb_message,
                                       "", 0.0, bool(getattr(report, "wasxfail", None)))
-        mandatory = self.registry.any_mandatory(r.clauses) if self.registry else True
-        outcome = classify(r, mandatory, report.nodeid in self.baseline)[0]
+        r.phases[report.when].clause = getattr(report, "sb_clause", None)
+        r.phases[report.when].finding = getattr(report, "sb_finding", None)
+        outcome = classify(r, self.level_of, report.nodeid in self.baseline)[0]
         return _CATEGORY[outcome]
 
     # -- the end ------------------------------------------------------------------------------
@@ -550,26 +708,47 @@ class State:
         self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
         for r in self.results.values():
             self._finish(r)
+        root_causes = reports.root_causes(self.preflight, self.results, self.findings, self.level_of)
+        expected_items = set()
+        for rc in root_causes:
+            # a broken item of a MUST clause fails the run, unless the baseline expects it
+            # ("preflight::<item>"), or it blocked nothing and the baseline expects the
+            # failures of its clause's own tests
+            listed = bl.PREFLIGHT + rc["item"] in self.baseline
+            own = [r.outcome for r in self.results.values() if r.clause == rc["clause"]]
+            expected_by_tests = bool(own) and all(o == "xfail" for o in own)
+            rc["binding"] = rc["level"] in ("MUST", "MUST NOT") and not listed and \
+                (rc["blocked"] > 0 or not expected_by_tests)
+            if listed or (rc["blocked"] == 0 and expected_by_tests):
+                expected_items.add(rc["item"])
         coverage = None
         if self.registry is not None and self.have_inventory:
             coverage = compute_coverage(self.registry, self.inventory, self.results,
-                                        complete=self.inventory_complete, gate=self.gate_enabled)
-        stale = self.baseline.stale(self.results, set(self.inventory) if self.inventory_complete else None)
+                                        complete=self.inventory_complete, gate=self.gate_enabled,
+                                        preflight=self.preflight, expected_items=expected_items)
+        blocked = sum(1 for r in self.results.values() if r.outcome == "blocked"
+                      and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items))
+        stale = self.baseline.stale(self.results, set(self.inventory) if self.inventory_complete else None,
+                                    self.preflight)
         new_failures = [n for n, r in self.results.items() if r.outcome == "fail"]
         counts = reports.count(self.results)
         v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=stale,
                     gate_failures=coverage.gate_failures if coverage else [],
-                    min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected)
+                    min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
+                    findings=self.findings, interrupted=self.interrupted,
+                    broken=[rc for rc in root_causes if rc["binding"]], blocked=blocked)
         opt = self.config.getoption
         meta = {
             "suite": "stdio Bus conformance kit",
             **self.subject_meta(),
             "spec": str(self.registry.path) if self.registry else None,
+            "spec_version": self.registry.version if self.registry else None,
             "clauses": len(self.registry.clauses) if self.registry else 0,
             "seed": self.seed,
             "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
             .isoformat(timespec="seconds"),
             "duration": round(time.monotonic() - self.t0, 3),
+            "report_dir": self.report_dir,
             "selection": {"clause": opt("clause"), "exclude_clause": opt("exclude_clause"),
                           "section": opt("section"), "keyword": opt("keyword") or None,
                           "only": opt("only")},
@@ -579,7 +758,8 @@ class State:
                 "expected_failures": sorted(n for n, r in self.results.items() if r.outcome == "xfail")}
         levels = {c.id: c.level for c in self.registry} if self.registry else {}
         return reports.RunSummary(meta, self.results, counts, coverage, v, levels, base,
-                                  self.collection_errors, self.fatal, self.worker_subject())
+                                  self.collection_errors, self.fatal, self.worker_subject(),
+                                  findings=self.findings, preflight=self.preflight, root_causes=root_causes)
 
     def subject_meta(self) -> dict:
         """daemon/profile/mock_worker of results.json. A worker run keeps the
@@ -605,10 +785,29 @@ class State:
                 "mcp_version": d.mcp_version if "mcp" in d.claims else None,
                 "tool_call": d.tool_call_note, "root_causes": self.wctx.preflight.get("findings", [])}
 
+    def sweep_marked(self) -> list[dict]:
+        """End of run: kills every process still carrying the run's mark
+        (anything that escaped the per-test teardown); each is a leak."""
+        if self.worker_mode:
+            return []
+        # an xdist worker sweeps its own processes only: the others may still run tests
+        left = contain.kill_marked(self.ctx.token if self.is_worker else self.token)
+        return [{"kind": "leak", "test": "(end of run)", "clause": "SB-10.2-4",
+                 "detail": f"pid {p['pid']} ({p['cmdline'][:80]}) was still running at the end of the run "
+                           f"(killed)"} for p in left]
+
+    def pytest_keyboard_interrupt(self, excinfo):
+        self.interrupted = True
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
         if self.is_worker:
+            self.config.workeroutput["sb_findings"] = self.sweep_marked()
             return
+        if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop:
+            # Ctrl-C, or xdist stopping: what did not finish is unfinished, and the run exits 2
+            self.interrupted = self.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
+        self.findings += self.sweep_marked()
         s = self.summary(session)
         self.final = s
         if self.config.option.collectonly:
@@ -624,7 +823,8 @@ class State:
         self.paths = reports.write_all(self.report_dir, s)
         wb = self.config.getoption("write_baseline")
         if wb:
-            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline))
+            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline,
+                                                  s.root_causes))
         session.exitstatus = s.verdict.exit_code
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -651,7 +851,13 @@ class State:
             tr.write_line(f"collection error in {e['where']}:", red=True)
             for line in e["message"].splitlines()[:20]:
                 tr.write_line(f"    {line}")
+        for line in reports.root_cause_lines(s):
+            tr.write_line(line, red=line.startswith("  "))
         for line in reports.coverage_lines(s.coverage):
+            tr.write_line(line)
+        for line in reports.clause_failure_lines(s):
+            tr.write_line(line, red=line.startswith("  FAIL"), yellow=line.startswith("  WARN"))
+        for line in reports.finding_lines(s):
             tr.write_line(line)
         for e in s.baseline.get("stale", []):
             tr.write_line(f"stale baseline entry: {e['test']} ({e['why']})", red=True)
@@ -670,3 +876,5 @@ class State:
         if not config.option.collectonly:
             tr.write_line(f"{summary_line(s.counts)}: exit {s.verdict.exit_code}" +
                           (" (" + "; ".join(s.verdict.reasons) + ")" if s.verdict.reasons else ""))
+            for line in reports.verdict_lines(s):
+                tr.write_line(line, bold=True)

@@ -36,6 +36,28 @@ def ppid(pid: int) -> int | None:
     return int(st[1]) if st else None
 
 
+PF_EXITING = 0x4  # include/linux/sched.h: set as soon as the process starts to exit
+
+
+def flags(pid: int) -> int | None:
+    """The kernel's per-process flags (PF_*), None when gone."""
+    st = _stat(pid)
+    return int(st[6]) if st else None
+
+
+def exiting(pid: int) -> bool:
+    """True when pid is gone, a zombie, or has started to exit: the kernel
+    sets PF_EXITING before it closes the process's files, so a peer that sees
+    end of file from a dying process can tell it is dying."""
+    st = _stat(pid)
+    return st is None or st[0] in ("Z", "X") or bool(int(st[6]) & PF_EXITING)
+
+
+def session(pid: int) -> int | None:
+    st = _stat(pid)
+    return int(st[3]) if st else None
+
+
 def children(pid: int) -> list[int]:
     """Direct children of pid, zombies included."""
     out = []

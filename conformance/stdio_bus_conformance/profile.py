@@ -37,7 +37,9 @@ PLACEHOLDERS = ("daemon", "config", "mode_flag", "socket", "host", "port")
 
 @dataclass
 class Profile:
-    name: str = "stdio_bus"
+    """Defaults: the neutral, spec-only profile (the spec's command line,
+    every mode, no extension)."""
+    name: str = "spec-only"
     command: list = field(default_factory=lambda: ["{daemon}", "--config", "{config}", "{mode_flag}"])
     extra_args: list = field(default_factory=list)
     env: dict = field(default_factory=dict)
@@ -54,6 +56,25 @@ class Profile:
 
     def supports(self, mode: str) -> bool:
         return mode in self.modes
+
+    def to_toml(self) -> str:
+        """The profile as a file load_profile() reads back (reproducers carry it)."""
+        def q(v):
+            return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+        def arr(xs):
+            return "[" + ", ".join(q(x) for x in xs) + "]"
+        lines = [f"# profile {self.name}" + (f", copied from {self.path}" if self.path else " (built in)"),
+                 f"name = {q(self.name)}", f"command = {arr(self.command)}", f"extra_args = {arr(self.extra_args)}",
+                 f"modes = {arr(self.modes)}",
+                 "readiness = { " + ", ".join(f"{m} = {q(v)}" for m, v in self.readiness.items()) + " }",
+                 f"startup_timeout = {float(self.startup_timeout)}", f"shutdown_timeout = {float(self.shutdown_timeout)}",
+                 f"host = {q(self.host)}", f"features = {arr(self.features)}"]
+        if self.ready_regex:
+            lines.append(f"ready_regex = {q(self.ready_regex)}")
+        lines += ["", "[mode_flags]"] + [f"{m} = {arr(v)}" for m, v in self.mode_flags.items()]
+        lines += ["", "[env]"] + [f"{q(k)} = {q(v)}" for k, v in self.env.items()]
+        return "\n".join(lines) + "\n"
 
     def argv(self, mode: str, **values) -> list[str]:
         """The daemon command line for a mode; values fill the placeholders."""
@@ -80,7 +101,8 @@ def _fill(template: str, values: dict, profile: str) -> str:
 
 
 def load_profile(path: str | Path | None) -> Profile:
-    """Reads a profile file; None gives the built-in profile of our daemon."""
+    """Reads a profile file; None gives the built-in neutral profile: the
+    spec's command line (--config, --stdio/--unix/--tcp), no features."""
     if path is None:
         return Profile()
     path = Path(path)

@@ -10,7 +10,9 @@ import socket
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from .coverage import Coverage
+from .coverage import JUDGED as JUDGED_CLAUSE
+from .coverage import Coverage, reason_category
+from .judge import tier
 from .outcomes import OUTCOMES, Verdict, summary_line
 
 SCHEMA_VERSION = 1
@@ -29,6 +31,166 @@ class RunSummary:
     collection_errors: list = field(default_factory=list)  # [{"where", "message"}]
     fatal: list = field(default_factory=list)
     worker: dict | None = None      # worker mode: name, command, description, claims, env, timeouts
+    findings: list = field(default_factory=list)  # [{"kind", "test", "detail", "clause"}]
+    preflight: object = None        # preflight.Results
+    root_causes: list = field(default_factory=list)
+
+
+TIER_WORDS = {"spec": "spec", "interpretation": "our interpretation", "extension": "our extension"}
+MANDATORY = ("MUST", "MUST NOT")
+
+
+def judged_as(cid: str | None, level: str) -> str:
+    """'SB-4.3-1 (spec, MUST)', 'SB-I-20 (our interpretation, SHOULD)'."""
+    if not cid:
+        return ""
+    return f"{cid} ({TIER_WORDS[tier(cid)]}, {level or '?'})"
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def tier_verdict(s: "RunSummary", which: str) -> dict:
+    """Counts of one tier's clauses: MUST clauses failing or not judged (and
+    why), SHOULD/MAY ones warning or not judged, clauses judged by fewer
+    tests than cite them."""
+    cov = s.coverage
+    out = {"tier": which, "must": 0, "must_fail": 0, "expected": 0, "should": 0, "should_warn": 0,
+           "not_judged": 0, "must_not_judged": 0, "reasons": {}, "partial": 0, "excluded": 0}
+    if cov is None:
+        return out
+    for c in cov.clauses:
+        if c.tier != which:
+            continue
+        if c.status == "excluded":
+            out["excluded"] += 1
+            continue
+        must = c.level in MANDATORY
+        out["must" if must else "should"] += 1
+        if c.outcome in ("fail", "xfail") and must:
+            out["must_fail"] += 1
+            out["expected"] += c.outcome == "xfail"
+        elif c.outcome in ("warn", "fail", "xfail"):
+            out["should_warn"] += 1
+        elif c.outcome != "pass":
+            out["not_judged"] += 1
+            if must:
+                out["must_not_judged"] += 1
+                why = reason_category(c.reason) if c.status == "tested" and c.reason else \
+                    ("no test" if c.status != "tested" else c.outcome)
+                out["reasons"][why] = out["reasons"].get(why, 0) + 1
+        if c.partial:
+            out["partial"] += 1
+    return out
+
+
+def verdict_lines(s: "RunSummary") -> list[str]:
+    """One line per tier, the spec's last: 'spec v0.1.0: 7 MUST clauses
+    fail (of 141), 3 not judged (mode tcp unsupported); 2 SHOULD/MAY clauses
+    warn (of 40)'. Interpretations and extensions have their own lines: a
+    failure there is our reading or our feature, never a spec violation."""
+    if s.coverage is None:
+        return []
+    version = s.meta.get("spec_version")
+    name = f"v{version}" if version else os.path.basename(s.meta.get("spec") or "") or "spec"
+    lines = []
+    for which, head in (("interpretation", "our interpretations (SB-I, where the spec is silent)"),
+                        ("extension", "our extensions (SB-X, judged where the profile claims them)"),
+                        ("spec", f"spec {name}")):
+        v = tier_verdict(s, which)
+        if v["must"] + v["should"] == 0:
+            continue
+        parts = []
+        if v["must"]:
+            n = v["must_fail"]
+            text = f"{n} MUST {'clause fails' if n == 1 else 'clauses fail'} (of {v['must']})"
+            if v["expected"]:
+                text += f" ({v['expected']} expected by the baseline)"
+            if v["must_not_judged"]:
+                why = ", ".join(f"{n} {r}" if len(v["reasons"]) > 1 else r
+                                for r, n in sorted(v["reasons"].items(), key=lambda kv: (-kv[1], kv[0])))
+                text += f", {v['must_not_judged']} not judged ({why})"
+            parts.append(text)
+        if v["should"]:
+            unjudged = v["not_judged"] - v["must_not_judged"]
+            n = v["should_warn"]
+            parts.append(f"{n} SHOULD/MAY {'clause warns' if n == 1 else 'clauses warn'} (of {v['should']})"
+                         + (f", {unjudged} not judged" if unjudged else ""))
+        if v["partial"]:
+            parts.append(f"{v['partial']} judged by fewer tests than cite them")
+        lines.append(f"{head}: " + "; ".join(parts))
+    return lines
+
+
+def root_causes(preflight, results: dict, findings: list, level_of) -> list[dict]:
+    """One entry per broken preflight item: its clause, tier and level, what
+    is broken, and how many tests it blocked and findings it explains."""
+    if preflight is None:
+        return []
+    out = []
+    for r in preflight.items.values():
+        if r.status != "broken":
+            continue
+        blocked = [n for n, t in results.items() if t.outcome == "blocked"
+                   and t.message.startswith(f"blocked: {r.name}:")]
+        explained = [f for f in findings if f.get("root_cause") == r.name]
+        out.append({"item": r.name, "clause": r.clause, "tier": tier(r.clause), "level": level_of(r.clause),
+                    "mode": r.mode, "message": r.message, "blocked": len(blocked),
+                    "blocked_tests": blocked[:50], "findings": len(explained)})
+    out.sort(key=lambda rc: (rc["level"] not in MANDATORY, -rc["blocked"], rc["item"]))
+    return out
+
+
+def root_cause_lines(s: "RunSummary") -> list[str]:
+    """The console's root causes: what the preflight found broken, and what it cost."""
+    out = []
+    for rc in s.root_causes:
+        if not out:
+            out.append("root causes (found by the preflight; the tests standing on them are blocked):")
+        cost = [f"{_plural(rc['blocked'], 'test')} blocked"]
+        if rc["findings"]:
+            cost.append(f"{_plural(rc['findings'], 'finding')} explained")
+        out.append(f"  {rc['item']}: {rc['message']} [{judged_as(rc['clause'], rc['level'])}; "
+                   f"{rc['mode']} mode] -> {', '.join(cost)}")
+    return out
+
+
+def clause_failure_lines(s: "RunSummary", limit: int = 60) -> list[str]:
+    """The console's list of clauses not met: one line per clause, failures
+    first, with its tier and level and one failing test."""
+    if s.coverage is None:
+        return []
+    rows = [c for c in s.coverage.clauses if c.failing_tests]
+    if not rows:
+        return []
+    rank = {"fail": 0, "xfail": 1, "warn": 2}
+    rows.sort(key=lambda c: (rank.get(c.outcome, 3), c.tier != "spec", c.id))
+    out = ["clauses not met (each failure is judged by the clause it checks):"]
+    for c in rows[:limit]:
+        word = {"fail": "FAIL", "warn": "WARN", "xfail": "XFAIL"}.get(c.outcome, c.outcome.upper())
+        first = c.failing_tests[0]
+        out.append(f"  {word:<5} {c.id:<12} {TIER_WORDS[c.tier] + ' ' + c.level:<28} "
+                   f"{_plural(len(c.failing_tests), 'test')}, e.g. {first}: "
+                   f"{(c.message.splitlines() or [''])[0][:160]}")
+    if len(rows) > limit:
+        out.append(f"  ... and {len(rows) - limit} more (report.md)")
+    return out
+
+
+def finding_lines(s: "RunSummary") -> list[str]:
+    """Findings, grouped by kind."""
+    if not s.findings:
+        return []
+    by: dict[str, list] = {}
+    for f in s.findings:
+        by.setdefault(f["kind"], []).append(f)
+    out = ["findings (what the harness saw beside the tests' checks):"]
+    for kind, items in by.items():
+        rc = items[0].get("root_cause")
+        out.append(f"  {kind}: {_plural(len(items), 'test')}" + (f" (root cause: {rc})" if rc else "")
+                   + f"; e.g. {items[0]['test']}: {items[0]['detail'][:200]}")
+    return out
 
 
 def count(results: dict) -> dict:
@@ -48,8 +210,9 @@ def results_json(s: RunSummary) -> dict:
             "gated": s.coverage.gated,
             "gate": {"ok": not s.coverage.gate_failures, "failures": s.coverage.gate_failures},
             "sections": s.coverage.sections,
-            "clauses": [{"id": c.id, "level": c.level, "section": c.section, "check": c.check,
+            "clauses": [{"id": c.id, "level": c.level, "tier": c.tier, "section": c.section, "check": c.check,
                          "status": c.status, "tests": c.tests, "outcome": c.outcome,
+                         "reason": c.reason, "partial": c.partial, "failing_tests": c.failing_tests,
                          "notes": c.notes} for c in s.coverage.clauses],
         }
     return {
@@ -57,6 +220,8 @@ def results_json(s: RunSummary) -> dict:
         **s.meta,
         "exit_code": s.verdict.exit_code,
         "exit_reasons": s.verdict.reasons,
+        "verdict": {"lines": verdict_lines(s),
+                    **{t: tier_verdict(s, t) for t in ("spec", "interpretation", "extension")}},
         "summary": s.counts,
         "tests": [{
             "nodeid": r.nodeid,
@@ -64,12 +229,19 @@ def results_json(s: RunSummary) -> dict:
             "levels": [s.levels.get(c, "") for c in r.clauses],
             "mode": r.mode,
             "outcome": r.outcome,
+            "clause": r.clause,
+            "tier": tier(r.clause) if r.clause else None,
+            "level": s.levels.get(r.clause, "") if r.clause else None,
             "duration": round(r.duration, 6),
             "message": r.message,
             "artifact_dir": r.artifact_dir,
+            "artifact": _rel(r.artifact_dir, s.meta.get("report_dir")) or None,
         } for r in s.results.values()],
         "collection_errors": s.collection_errors,
         "fatal_errors": s.fatal,
+        "preflight": s.preflight.to_json() if s.preflight is not None else None,
+        "root_causes": s.root_causes,
+        "findings": s.findings,
         "baseline": s.baseline,
         "coverage": cov,
     }
@@ -125,25 +297,32 @@ def junit_tree(s: RunSummary) -> ET.ElementTree:
         for r in results:
             _, classname, name = _split(r.nodeid)
             ET.SubElement(props, "property", name=f"clauses:{name}", value=" ".join(r.clauses))
+            judged = judged_as(r.clause, s.levels.get(r.clause, "")) if r.clause else ""
+            if judged:
+                # tier and level of the clause the failure is judged by
+                ET.SubElement(props, "property", name=f"judged:{name}",
+                              value=f"{r.outcome} {r.clause} {tier(r.clause)} {s.levels.get(r.clause, '')}")
             case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=_t(r.duration))
             n["tests"] += 1
             n["time"] += r.duration
-            msg = _clean(r.message, 1000)
+            msg = _clean((f"{judged}: " if judged else "") + r.message, 1000)
             if r.outcome == "fail":
                 n["failures"] += 1
                 ET.SubElement(case, "failure", type="fail", message=msg).text = _clean(r.details)
-            elif r.outcome == "harness-error":
+            elif r.outcome in ("harness-error", "unfinished"):
                 n["errors"] += 1
-                ET.SubElement(case, "error", type="harness-error", message=msg).text = _clean(r.details)
-            elif r.outcome in ("xfail", "unsupported", "skipped"):
+                ET.SubElement(case, "error", type=r.outcome, message=msg).text = _clean(r.details)
+            elif r.outcome in ("xfail", "unsupported", "skipped", "blocked"):
                 n["skipped"] += 1
                 ET.SubElement(case, "skipped", type=r.outcome, message=msg)
             out = [f"clauses: {' '.join(r.clauses)}", f"mode: {r.mode or '-'}", f"outcome: {r.outcome}"]
+            if judged:
+                out.append(f"judged by: {judged}")
             if r.outcome == "warn":
-                out.append(f"warning (SHOULD-level clause not met): {r.message}")
+                out.append(f"warning ({judged} not met): {r.message}")
                 out.append(r.details)
             if r.artifact_dir:
-                out.append(f"artifacts: {r.artifact_dir}")
+                out.append(f"artifacts: {_rel(r.artifact_dir, s.meta.get('report_dir'))} (in the report folder)")
             ET.SubElement(case, "system-out").text = _clean("\n".join(out))
         for err in s.collection_errors:
             if err["where"] == path:
@@ -191,14 +370,35 @@ def _md(text: str) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
+def _rel(path: str | None, base: str | None) -> str:
+    """A path relative to the report folder (artifacts travel with it)."""
+    if not path:
+        return ""
+    if base:
+        try:
+            return os.path.relpath(path, base)
+        except ValueError:
+            pass
+    return path
+
+
 def report_md(s: RunSummary) -> str:
+    """Read in a minute: the verdict, the root causes, one row per clause not
+    met (failures first), then findings, failing tests, coverage and the
+    section tables."""
     m = s.meta
+    base = m.get("report_dir")
+    title = "# stdio Bus conformance report" if s.worker is None else "# stdio Bus worker conformance report"
+    out = [title, ""]
+    vlines = verdict_lines(s)
+    if vlines:  # the spec's line first: the verdict on the spec itself
+        out += [f"**{_md(vlines[-1])}**", ""] + [f"- {_md(line)}" for line in vlines[:-1]]
+    out.append(f"- result: **{summary_line(s.counts)}** (exit {s.verdict.exit_code}"
+               + (": " + "; ".join(s.verdict.reasons) if s.verdict.reasons else "") + ")")
     if s.worker is None:
-        out = ["# stdio Bus conformance report", ""]
-        out += [f"- daemon: `{m.get('daemon')}`", f"- profile: `{m.get('profile')}`"]
+        out += [f"- daemon: `{m.get('daemon')}`, profile: `{m.get('profile')}`"]
     else:
         w = s.worker
-        out = ["# stdio Bus worker conformance report", ""]
         out += [f"- worker: `{w.get('command')}`" + (f" ({w['name']})" if w.get("name") else ""),
                 f"- description: `{w.get('description') or '(command line)'}`",
                 f"- judged on the profiles: {', '.join(w.get('claims') or []) or 'none'}",
@@ -208,15 +408,47 @@ def report_md(s: RunSummary) -> str:
         out += [f"- tool call: {w['tool_call']}"] if w.get("tool_call") else []
         out += [f"- root cause (preflight): {f['summary']}: named by {f['clause']} in `{f['test']}`; "
                 "the tests that stand on it are blocked" for f in w.get("root_causes") or []]
-    out += [f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses)",
-            f"- seed: {m.get('seed')}, started {m.get('started_at')}, {m.get('duration', 0):.1f} s",
-            f"- result: **{summary_line(s.counts)}** (exit {s.verdict.exit_code}"
-            + (": " + "; ".join(s.verdict.reasons) if s.verdict.reasons else "") + ")", ""]
+    out += [f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses); seed {m.get('seed')}, "
+            f"started {m.get('started_at')}, {m.get('duration', 0):.1f} s", ""]
+    if s.root_causes:
+        out += ["## Root causes", "", "Found by the preflight; each is judged once, on its own clause, and the "
+                "tests standing on it are `blocked`.", "",
+                "| Broken | Clause | What happens | Tests blocked |", "|---|---|---|---|"]
+        for rc in s.root_causes:
+            out.append(f"| {rc['item']} ({rc['mode']} mode) | {judged_as(rc['clause'], rc['level'])} "
+                       f"| {_md(rc['message'])} | {rc['blocked']} |")
+        out.append("")
     if s.fatal or s.collection_errors:
         out += ["## Harness errors", ""]
         out += [f"- {_md(e)}" for e in s.fatal]
         out += [f"- `{e['where']}`: {_md(e['message'].splitlines()[0] if e['message'] else '')}"
                 for e in s.collection_errors]
+        out.append("")
+    cov = s.coverage
+    rows = [c for c in cov.clauses if c.failing_tests] if cov is not None else []
+    if rows:
+        rank = {"fail": 0, "xfail": 1, "warn": 2}
+        rows.sort(key=lambda c: (rank.get(c.outcome, 3), ("spec", "interpretation", "extension").index(c.tier),
+                                 c.level not in MANDATORY, c.id))
+        out += ["## Clauses not met", "",
+                "Each failure is judged by the clause it checks. An interpretation (SB-I) is our reading "
+                "where the spec is silent, an extension (SB-X) our daemon's addition: neither is a spec "
+                "violation.", "",
+                "| Clause | Tier | Level | Outcome | Statement | Tests | Reason |", "|---|---|---|---|---|---|---|"]
+        for c in rows:
+            first = c.failing_tests[0]
+            r = s.results.get(first)
+            where = f"`{first}`" + (f" ([artifacts]({_rel(r.artifact_dir, base)}))" if r and r.artifact_dir else "")
+            more = f" and {len(c.failing_tests) - 1} more" if len(c.failing_tests) > 1 else ""
+            out.append(f"| {c.id} | {TIER_WORDS[c.tier]} | {c.level} | {c.outcome} | {_md(c.statement)[:220]} "
+                       f"| {where}{more} | {_md(c.message.splitlines()[0] if c.message else '')[:200]} |")
+        out.append("")
+    if s.findings:
+        out += ["## Findings", "", "| Kind | Test | Detail | Root cause |", "|---|---|---|---|"]
+        for f in s.findings[:200]:
+            out.append(f"| {f['kind']} | `{f['test']}` | {_md(f['detail'])[:240]} | {f.get('root_cause') or ''} |")
+        if len(s.findings) > 200:
+            out.append(f"| ... | {len(s.findings) - 200} more in results.json | | |")
         out.append("")
     b = s.baseline
     if b.get("stale") or b.get("new_failures"):
@@ -224,12 +456,13 @@ def report_md(s: RunSummary) -> str:
         out += [f"- stale: `{e['test']}` ({e['why']})" for e in b.get("stale", [])]
         out += [f"- new failure: `{t}`" for t in b.get("new_failures", [])]
         out.append("")
-    bad = [r for r in s.results.values() if r.outcome in ("fail", "warn", "harness-error")]
+    bad = [r for r in s.results.values() if r.outcome in ("fail", "warn", "harness-error", "unfinished")]
     if bad:
-        out += ["## Failures", "", "| Test | Outcome | Clauses | Message | Artifacts |", "|---|---|---|---|---|"]
+        out += ["## Failing tests", "", "| Test | Outcome | Judged by | Message | Artifacts |",
+                "|---|---|---|---|---|"]
         for r in bad:
-            out.append(f"| `{r.nodeid}` | {r.outcome} | {' '.join(r.clauses)} | {_md(r.message)[:300]} "
-                       f"| {r.artifact_dir or ''} |")
+            out.append(f"| `{r.nodeid}` | {r.outcome} | {judged_as(r.clause, s.levels.get(r.clause, ''))} "
+                       f"| {_md(r.message)[:300]} | {_rel(r.artifact_dir, base)} |")
         out.append("")
     cov = s.coverage
     if cov is None:
@@ -249,16 +482,24 @@ def report_md(s: RunSummary) -> str:
     for c in cov.clauses:
         by_top.setdefault(c.section.split(".", 1)[0], []).append(c)
     for top, clauses in by_top.items():
-        out += [f"## Section {top}", ""]
+        kinds = {c.tier for c in clauses}
+        out += [f"## Section {top}" + (f" ({TIER_WORDS[kinds.pop()]}s)" if kinds <= {"interpretation", "extension"}
+                                       and len(kinds) == 1 else ""), ""]
         for label, levels in (("MUST", ("MUST", "MUST NOT")), ("SHOULD", ("SHOULD", "SHOULD NOT"))):
-            ran = [c for c in clauses if c.level in levels and c.outcome not in
-                   ("not run", "unsupported", "skipped")]
-            ok = [c for c in ran if c.outcome in ("pass",)]
-            out.append(f"- {label} pass rate: {_rate(len(ok), len(ran))}")
+            tested = [c for c in clauses if c.level in levels and c.status == "tested"]
+            ran = [c for c in tested if c.outcome in JUDGED_CLAUSE]
+            ok = [c for c in ran if c.outcome == "pass"]
+            unjudged = len(tested) - len(ran)
+            out.append(f"- {label} pass rate: {_rate(len(ok), len(ran))}"
+                       + (f", {unjudged} not judged" if unjudged else ""))
         out += ["", "| Clause | Level | Tests | Outcome |", "|---|---|---|---|"]
         for c in clauses:
             tests = c.status if not c.tests else f"{len(c.tests)}"
             outcome = c.outcome if c.tests else (f"excluded: {_md(c.notes)}" if c.status == "excluded" else "untested")
+            if c.tests and c.outcome not in JUDGED_CLAUSE:
+                outcome = f"not judged: {_md(c.reason)}"
+            elif c.partial:
+                outcome += f" (not judged in some tests: {_md(c.reason)})"
             out.append(f"| {c.id} | {c.level} | {tests} | {outcome} |")
         out.append("")
     return "\n".join(out) + "\n"

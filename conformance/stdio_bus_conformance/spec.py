@@ -114,11 +114,29 @@ def _fallback_parse_spec(path: str) -> list[dict]:
     return rows
 
 
+def _title(path: Path | None) -> tuple[str, str | None]:
+    """The first heading of the spec file and the version it names
+    ("# stdio Bus v0.1.0: ..." -> "0.1.0"), if any."""
+    if path is None:
+        return "", None
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("# "):
+                    title = line[2:].strip()
+                    m = re.search(r"\bv(\d+(?:\.\d+)+)\b", title)
+                    return title, (m.group(1) if m else None)
+    except OSError:
+        pass
+    return "", None
+
+
 class Registry:
     """All clauses of one SPEC.md, by ID."""
 
     def __init__(self, clauses: list[Clause], path: Path | None = None):
         self.path = path
+        self.title, self.version = _title(path)
         self.clauses: dict[str, Clause] = {}
         for c in clauses:
             if c.id in self.clauses:
@@ -163,6 +181,11 @@ class Registry:
 
     def any_mandatory(self, ids) -> bool:
         return any(self.clauses[i].mandatory for i in ids if i in self.clauses)
+
+    def level(self, cid: str | None) -> str:
+        """The level of a clause; MUST for an unknown one (never let a
+        failure pass as a warning by mistake)."""
+        return self.clauses[cid].level if cid in self.clauses else "MUST"
 
     @staticmethod
     def in_section(clause: Clause, section: str) -> bool:

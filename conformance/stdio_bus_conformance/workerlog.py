@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from . import context
 from .errors import DaemonTimeout, HarnessError
 
 POLL = 0.005  # seconds between two looks at the file while waiting for a record
@@ -92,13 +93,16 @@ class WorkerLog:
         """Pids of instances that started, in start order."""
         return [r.pid for r in self.select("start")]
 
-    def wait_count(self, predicate, count: int, timeout: float = 5.0, what: str = "",
+    def wait_count(self, predicate, count: int, timeout: float | None = None, what: str = "",
                    check=None) -> list[Record]:
         """Waits until `count` records satisfy predicate; returns them.
-        check, if given, is called on every look and may raise to stop the
-        wait early (e.g. when the daemon has exited)."""
+        Every look runs the running test's watch (a crashed or exited daemon
+        ends the wait at once); check, if given, is called too and may raise
+        to stop the wait early. The default deadline is --wait-timeout."""
+        timeout = context.wait_timeout() if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
+            context.watch()
             if check is not None:
                 check()
             found = [r for r in self.records() if predicate(r)]
@@ -110,16 +114,16 @@ class WorkerLog:
                     f"{what or 'matching the predicate'} after {timeout:g} s")
             time.sleep(POLL)  # the file has no change notification; poll it until the deadline
 
-    def wait_for(self, predicate, timeout: float = 5.0, what: str = "") -> Record:
+    def wait_for(self, predicate, timeout: float | None = None, what: str = "") -> Record:
         """Waits for the first record satisfying predicate; returns it."""
         return self.wait_count(predicate, 1, timeout, what)[0]
 
-    def wait_received(self, needle: bytes, timeout: float = 5.0) -> Record:
+    def wait_received(self, needle: bytes, timeout: float | None = None) -> Record:
         """Waits until a worker received a line containing needle."""
         return self.wait_for(lambda r: r.kind == "in" and needle in r.raw, timeout,
                              f"with a received line containing {needle[:80]!r}")
 
-    def wait_sent(self, needle: bytes, timeout: float = 5.0) -> Record:
+    def wait_sent(self, needle: bytes, timeout: float | None = None) -> Record:
         """Waits until a worker wrote a line containing needle."""
         return self.wait_for(lambda r: r.kind == "out" and needle in r.raw, timeout,
                              f"with a sent line containing {needle[:80]!r}")

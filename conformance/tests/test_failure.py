@@ -12,7 +12,6 @@ delay the spec allows. Tests that need more than a few seconds (the spec's
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,11 +20,9 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonTimeout, WorkerLog, procinfo
+from stdio_bus_conformance import (DaemonTimeout, WorkerLog, check, checking, procinfo, wait_timeout,
+                                   wait_until)
 
-WAIT = 5.0            # deadline of one wait for the daemon
-RESTART_WAIT = 8.0    # deadline for a restart under the spec's (unnumbered) backoff
-POLL = 0.005          # /proc and log files have no change notification: poll them
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
 # closes their stdin, and a mock that exits at EOF first never logs the signal.
 STAY = ["--on-eof", "stay"]
@@ -41,39 +38,15 @@ SLOW = pytest.mark.skipif(os.environ.get("SB_CONFORMANCE_SLOW") != "1",
 
 
 # -- helpers ------------------------------------------------------------------------------
-def wait_until(predicate, timeout=WAIT, what="the condition"):
-    """Polls predicate until it returns a true value (returned) or the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise DaemonTimeout(f"{what}: not seen within {timeout:g} s")
-        time.sleep(POLL)
+def restart_wait():
+    """Deadline for a restart under the spec's (unnumbered) backoff: one wait
+    (--wait-timeout) plus 3 s of restart delay."""
+    return wait_timeout() + 3.0
 
 
 def pid_of(response):
     """The worker that answered: the mock puts its pid in every answer."""
     return response["result"]["pid"]
-
-
-_LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
-
-
-def log_lines(daemon, level, since=0, any_of=()):
-    """The daemon's stderr lines at `level` (SB-I-34), from line `since` on,
-    that name one of any_of. Worker stderr relayed by the daemon (the mock's
-    diagnostics start with 'mock_worker[') is not the daemon's own log."""
-    rx = re.compile(_LEVEL[level], re.I)
-    return [line for line in daemon.stderr_lines()[since:]
-            if rx.search(line) and "mock_worker[" not in line
-            and (not any_of or any(str(a) in line for a in any_of))]
-
-
-def wait_log(daemon, level, any_of=(), since=0, timeout=WAIT):
-    what = f"a daemon {level} line" + (f" naming one of {list(any_of)}" if any_of else "")
-    return wait_until(lambda: log_lines(daemon, level, since, any_of), timeout, what)[0]
 
 
 def gone(pid):
@@ -108,7 +81,7 @@ def start_pools(bus, pools, overrides=None):
     workers has logged its start (bus.start only waits for plain mock pools)."""
     d = bus.start(overrides, pools=pools, wait_workers=False)
     for p in pools:
-        bus.worker_log(p["id"]).wait_count(lambda r: r.kind == "start", p["instances"], WAIT,
+        bus.worker_log(p["id"]).wait_count(lambda r: r.kind == "start", p["instances"], wait_timeout(),
                                            f"'start' ({p['instances']} workers of pool {p['id']})")
     return d
 
@@ -118,6 +91,7 @@ def pipes_held_pool(bus, id, instances, args=()):
     and stderr: when one of them exits its pipes stay open, so only the exit
     itself (SIGCHLD) tells the daemon, not an EOF or a broken pipe."""
     p = bus.pool(id, instances, args)
+    bus.expect_leftovers("helpers that hold the pipes of exited workers (sleep 60)")
     keep = 'exec 3<&0; sleep 60 <&3 3<&- & exec 3<&-; exec "$@"'
     return {"id": id, "command": "/bin/sh", "args": ["-c", keep, "sh", p["command"]] + p["args"],
             "instances": instances}
@@ -170,11 +144,11 @@ def tracked_client(bus):
     c = bus.client()
     c.sync()
     new = wait_until(lambda: (lambda s: s if len(s) == 1 else None)(socket_links(d.pid) - before),
-                     WAIT, "exactly one new socket in the daemon's /proc/<pid>/fd")
+                     wait_timeout(), "exactly one new socket in the daemon's /proc/<pid>/fd")
     return c, next(iter(new))
 
 
-def wait_link_closed(daemon, link, timeout=WAIT):
+def wait_link_closed(daemon, link, timeout=None):
     wait_until(lambda: link not in set(procinfo.fds(daemon.pid).values()), timeout,
                f"the daemon closing its fd for {link}")
 
@@ -197,7 +171,7 @@ def test_malformed_worker_line_is_not_forwarded_and_is_logged(bus, kind):
     (bad_sid, victim), (good_sid, _) = sessions_on_distinct_workers(c, 2)
     emit_via(c, bad_sid, MALFORMED[kind])
     # "logs an error naming that worker": its pid or its pool
-    wait_log(d, "ERROR", any_of=(victim, "sick"))
+    d.wait_log("ERROR", any_of=(victim, "sick"))
     c.sync(session=good_sid)  # everything routed before this has reached us
     leaked = [line for line in c.received if b"MALFORMED-7" in line]
     assert leaked == [], f"the daemon forwarded (part of) a malformed worker line: {leaked}"
@@ -215,9 +189,11 @@ def test_worker_line_without_extractable_routing_fields_fails_the_worker(bus, li
     c = bus.client()
     (bad_sid, victim), (good_sid, _) = sessions_on_distinct_workers(c, 2)
     emit_via(c, bad_sid, line.replace("%s", bad_sid))
-    wait_log(d, "ERROR", any_of=(victim, "sick"))
-    bus.worker_log("sick").wait_for(lambda r: r.kind == "signal" and r.pid == victim, WAIT,
-                                    f"'signal' (SIGTERM to the worker {victim} that wrote it)")
+    # a method that is not a string is malformed only in our reading (SB-I-27, SHOULD)
+    with checking("SB-I-27" if '"method":[' in line else "SB-5.3-1"):
+        d.wait_log("ERROR", any_of=(victim, "sick"))
+        bus.worker_log("sick").wait_for(lambda r: r.kind == "signal" and r.pid == victim, wait_timeout(),
+                                        f"'signal' (SIGTERM to the worker {victim} that wrote it)")
     c.sync(session=good_sid)
     assert not [x for x in c.received if b"MALFORMED-7" in x], "the malformed line was forwarded"
 
@@ -234,10 +210,10 @@ def test_malformed_output_invalidates_the_workers_sessions(bus):
     # precondition: while bad_sid exists, the healthy worker can notify its owner (SB-I-31)
     emit_via(c, good_sid, cross_note(bad_sid, "BEFORE"))
     before = c.sync(session=good_sid)
-    assert any(b"BEFORE" in x for x in before), \
-        "precondition (SB-I-31): a notification for a live session from another worker was not delivered"
+    check("SB-I-31", any(b"BEFORE" in x for x in before),
+          "precondition (SB-I-31): a notification for a live session from another worker was not delivered")
     emit_via(c, bad_sid, "this is not json\n")
-    wait_log(d, "ERROR", any_of=(victim, "sick"))
+    d.wait_log("ERROR", any_of=(victim, "sick"))
     assert not gone(victim)
     # the session is gone: the same notification now finds no session
     emit_via(c, good_sid, cross_note(bad_sid, "AFTER"))
@@ -256,19 +232,20 @@ def test_malformed_output_gets_the_worker_sigterm_then_a_restart(bus):
     victim = pid_of(c.request(session="s"))
     log = bus.worker_log("sick")
     emit_via(c, "s", "this is not json\n")
-    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == victim, WAIT,
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == victim, wait_timeout(),
                         "'signal' (SIGTERM sent to the worker that wrote garbage)")
     assert term.raw == b"TERM", f"the worker got SIG{term.raw.decode()}, not SIGTERM"
-    exit_rec = log.wait_for(lambda r: r.kind == "exit" and r.pid == victim, WAIT, "'exit' of that worker")
-    new = wait_until(lambda: starts(log, exit_rec.t_ns), RESTART_WAIT,
-                     "a new worker started after the failed one exited")[0]
-    assert new.pid != victim
-    wait_until(lambda: new.pid in procinfo.live_children(d.pid), WAIT, "the restarted worker running")
-    assert pid_of(c.request(session="s2")) == new.pid
+    exit_rec = log.wait_for(lambda r: r.kind == "exit" and r.pid == victim, wait_timeout(), "'exit' of that worker")
+    with checking("SB-5.3-4"):  # restarted once it has exited
+        new = wait_until(lambda: starts(log, exit_rec.t_ns), restart_wait(),
+                         "a new worker started after the failed one exited")[0]
+        assert new.pid != victim
+        wait_until(lambda: new.pid in procinfo.live_children(d.pid), wait_timeout(), "the restarted worker running")
+        assert pid_of(c.request(session="s2")) == new.pid
 
 
 @ONE_MODE
-@pytest.mark.clause("SB-I-29", "SB-B-3")
+@pytest.mark.clause("SB-B-3", "SB-I-29")
 def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
     # The victim ignores SIGTERM and stays up at EOF, so only SIGKILL ends it.
     d = bus.start({"limits": {"drain_timeout_sec": 1}},
@@ -281,26 +258,27 @@ def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
     log = bus.worker_log("sick")
     # garbage, then a line that would be routable on its own
     emit_via(c, bad_sid, "this is not json\n" + cross_note(good_sid, "AFTER-GARBAGE"))
-    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == victim, WAIT, "SIGTERM to the victim")
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == victim, wait_timeout(), "SIGTERM to the victim")
     received_then = len(log.select("in", victim))
     # STOPPING: no new message, sessionless or not
     for _ in range(4):
         assert pid_of(c.request()) == healthy
     assert pid_of(c.request(session="fresh")) == healthy
     assert len(log.select("in", victim)) == received_then, "a STOPPING worker was given a message"
-    # its stdin is closed (the daemon no longer holds the pipe's write end)
-    # while it still runs
-    wait_until(lambda: stdin_pipe not in procinfo.fds(d.pid).values() or gone(victim), WAIT,
-               "the daemon closing the failed worker's stdin")
-    assert not gone(victim), "the failed worker's stdin stayed open until the worker was gone"
-    # what it wrote after the garbage was discarded
-    assert not any(b"AFTER-GARBAGE" in x for x in c.sync(session=good_sid) + c.received)
-    # SIGKILL once drain_timeout_sec (1 s) has passed
-    wait_until(lambda: gone(victim), 1 + WAIT, "the worker that ignores SIGTERM being killed")
-    waited = (time.monotonic_ns() - term.t_ns) / 1e9
-    assert waited >= 0.8, f"the worker was killed {waited:.2f} s after SIGTERM, before drain_timeout_sec (1 s)"
-    assert not any(r.kind == "exit" and r.pid == victim for r in log.records()), \
-        "the worker exited by itself: it should have been killed"
+    # SB-I-29 from here on: its stdin is closed (the daemon no longer holds
+    # the pipe's write end) while it still runs
+    with checking("SB-I-29"):
+        wait_until(lambda: stdin_pipe not in procinfo.fds(d.pid).values() or gone(victim), wait_timeout(),
+                   "the daemon closing the failed worker's stdin")
+        assert not gone(victim), "the failed worker's stdin stayed open until the worker was gone"
+        # what it wrote after the garbage was discarded
+        assert not any(b"AFTER-GARBAGE" in x for x in c.sync(session=good_sid) + c.received)
+        # SIGKILL once drain_timeout_sec (1 s) has passed
+        wait_until(lambda: gone(victim), 1 + wait_timeout(), "the worker that ignores SIGTERM being killed")
+        waited = (time.monotonic_ns() - term.t_ns) / 1e9
+        assert waited >= 0.8, f"the worker was killed {waited:.2f} s after SIGTERM, before drain_timeout_sec (1 s)"
+        assert not any(r.kind == "exit" and r.pid == victim for r in log.records()), \
+            "the worker exited by itself: it should have been killed"
 
 
 # =========================================================================================
@@ -318,17 +296,17 @@ def test_exited_workers_are_reaped(bus, how):
     if how == "one-by-one":
         for s, (sid, pid) in enumerate(sessions_on_distinct_workers(c, 3)):
             exit_via(c, sid, s)
-            wait_until(lambda: gone(pid), WAIT, f"worker {pid} exited and reaped")
+            wait_until(lambda: gone(pid), wait_timeout(), f"worker {pid} exited and reaped")
     else:
         # three exits while the daemon is stopped: one SIGCHLD for all three
         d.signal(signal.SIGSTOP)
         try:
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
-            wait_until(lambda: all(procinfo.state(p) == "Z" for p in pids), WAIT, "three zombies")
+            wait_until(lambda: all(procinfo.state(p) == "Z" for p in pids), wait_timeout(), "three zombies")
         finally:
             d.signal(signal.SIGCONT)
-    wait_until(lambda: all(gone(p) for p in pids), WAIT,
+    wait_until(lambda: all(gone(p) for p in pids), wait_timeout(),
                f"workers {pids} exited and reaped (zombies left: {procinfo.zombies(d.pid)})")
     assert d.running
 
@@ -340,7 +318,7 @@ def test_exited_worker_gets_no_message(bus, exit_kind):
     c = bus.client()
     (dead_sid, dead), (_, alive) = sessions_on_distinct_workers(c, 2)
     exit_via(c, dead_sid, 3)
-    wait_until(lambda: gone(dead), WAIT, f"worker {dead} exited and reaped")
+    wait_until(lambda: gone(dead), wait_timeout(), f"worker {dead} exited and reaped")
     # every message is delivered to a worker that can answer it
     for i in range(6):
         assert pid_of(c.request(timeout=2)) != dead
@@ -359,8 +337,8 @@ def test_exited_workers_pipes_are_closed(bus, exit_kind):
         f"the daemon does not hold the worker's stdin/stdout pipes (SB-3.3-1): {links}"
     watched = {links[0], links[1]} | ({links[2]} if links[2] in held else set())
     exit_via(c, sid, 0)
-    wait_until(lambda: gone(victim), WAIT, "the worker exited and reaped")
-    wait_until(lambda: not watched & set(procinfo.fds(d.pid).values()), WAIT,
+    wait_until(lambda: gone(victim), wait_timeout(), "the worker exited and reaped")
+    wait_until(lambda: not watched & set(procinfo.fds(d.pid).values()), wait_timeout(),
                f"the daemon closing its ends of {sorted(watched)}")
 
 
@@ -371,10 +349,10 @@ def test_worker_exit_invalidates_its_sessions(bus, exit_kind):
     c = bus.client()
     (dead_sid, dead), (good_sid, _) = sessions_on_distinct_workers(c, 2)
     emit_via(c, good_sid, cross_note(dead_sid, "BEFORE"))
-    assert any(b"BEFORE" in x for x in c.sync(session=good_sid)), \
-        "precondition (SB-I-31): a notification for a live session from another worker was not delivered"
+    check("SB-I-31", any(b"BEFORE" in x for x in c.sync(session=good_sid)),
+          "precondition (SB-I-31): a notification for a live session from another worker was not delivered")
     exit_via(c, dead_sid, 0)
-    wait_until(lambda: gone(dead), WAIT, "the worker exited and reaped")
+    wait_until(lambda: gone(dead), wait_timeout(), "the worker exited and reaped")
     emit_via(c, good_sid, cross_note(dead_sid, "AFTER"))
     assert not any(b"AFTER" in x for x in c.sync(session=good_sid)), \
         f"session {dead_sid} still routes notifications after its worker exited"
@@ -394,11 +372,11 @@ def test_requests_pending_on_an_exited_worker_are_discarded_with_a_warning_each(
     log = bus.worker_log()
     for i in ids:
         log.wait_received(i.encode())
-    since = len(d.stderr_lines())
+    since = d.stderr_mark()
     exit_via(c, dead_sid, 0)
     for i in ids:
-        wait_log(d, "WARN", any_of=(i,), since=since)
-    wait_until(lambda: gone(dead), WAIT, "the worker exited and reaped")
+        d.wait_log("WARN", any_of=(i,), since=since)
+    wait_until(lambda: gone(dead), wait_timeout(), "the worker exited and reaped")
     c.sync(session=good_sid)
     got = [x for x in c.received if any(i.encode() in x for i in ids)]
     assert got == [], f"the client received something for requests its worker never answered: {got}"
@@ -447,11 +425,11 @@ def test_exited_worker_is_restarted_whatever_its_exit(bus):
     t0 = time.monotonic_ns()
     exit_via(c, sid0, 0)  # a clean exit is unexpected too (SB-I-9)
     exit_via(c, sid1, signal_name="KILL")
-    new = wait_until(lambda: (lambda s: s if len(s) >= 2 else None)(starts(log, t0)), RESTART_WAIT,
+    new = wait_until(lambda: (lambda s: s if len(s) >= 2 else None)(starts(log, t0)), restart_wait(),
                      "two workers started again after one exited 0 and one was killed")
     new_pids = {r.pid for r in new}
     assert not new_pids & {pid0, pid1}
-    wait_until(lambda: new_pids <= set(procinfo.live_children(d.pid)), WAIT, "the new workers running")
+    wait_until(lambda: new_pids <= set(procinfo.live_children(d.pid)), wait_timeout(), "the new workers running")
     # both slots serve again
     assert {pid_of(c.request(session=f"n{i}")) for i in range(2)} == new_pids
 
@@ -469,7 +447,7 @@ def worker_lifecycle_overhead_ms(bus, runs=3):
         t0 = time.monotonic_ns()
         subprocess.run([bus.ctx.mock_worker, "--mode", "crash", "--crash-after-ms", "0",
                             "--log", log_path], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, timeout=WAIT)
+                           stdout=subprocess.DEVNULL, timeout=None)
         t1 = time.monotonic_ns()
         recs = {r.kind: r for r in WorkerLog(log_path).records()}
         worst = max(worst, (recs["start"].t_ns - t0 + t1 - recs["exit"].t_ns) / 1e6)
@@ -478,6 +456,7 @@ def worker_lifecycle_overhead_ms(bus, runs=3):
 
 @ONE_MODE
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-7.1.3-2", "SB-I-9", "SB-X-6", "SB-X-7")
 def test_restart_delays_double_up_to_the_cap(bus):
     base, cap = 50, 300  # delays 50, 100, 200, then capped: 300, 300
@@ -495,9 +474,9 @@ def test_restart_delays_double_up_to_the_cap(bus):
     overhead = worker_lifecycle_overhead_ms(bus)
     expected = [min(base * 2 ** k, cap) for k in range(5)]
     for k, (g, e) in enumerate(zip(gaps, expected)):
-        assert e * 0.95 <= g <= e + 80 + overhead, (
-            f"restart {k + 1}: delay {g:.0f} ms, expected {e} ms (+ {overhead:.0f} ms of the "
-            f"worker's own exit and start-up); all: {gaps}")
+        check("SB-I-9", e * 0.95 <= g <= e + 80 + overhead,
+              f"restart {k + 1}: delay {g:.0f} ms, expected {e} ms (+ {overhead:.0f} ms of the "
+              f"worker's own exit and start-up); all: {gaps}")
     # Growth, from differences, in which that overhead cancels. Two restarts
     # apart (150 and 200 ms expected), because under a sanitizer the overhead
     # itself varies by about 40 ms from one restart to the next.
@@ -508,6 +487,7 @@ def test_restart_delays_double_up_to_the_cap(bus):
 @SLOW
 @ONE_MODE
 @pytest.mark.timeout(120)
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-7.1.3-2")
 def test_restart_delays_grow_exponentially_by_default(bus):
     # No backoff setting: whatever the daemon's own schedule, each delay
@@ -524,6 +504,7 @@ def test_restart_delays_grow_exponentially_by_default(bus):
 
 @ONE_MODE
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-7.1.3-3", "SB-I-10", "SB-8.3-3", "SB-X-6")
 def test_worker_stays_stopped_after_max_restarts(bus):
     d = bus.start({"limits": {"restart_backoff_ms": 20, "restart_backoff_max_ms": 20,
@@ -531,8 +512,9 @@ def test_worker_stays_stopped_after_max_restarts(bus):
                   pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"]),
                          bus.pool("ok", 1)])
     log = bus.worker_log("crashy")
-    log.wait_count(lambda r: r.kind == "exit", 4, WAIT, "'exit' (four exits: three restarts)")
-    wait_log(d, "ERROR", any_of=("crashy",))  # SB-I-10: the give-up is logged as an error
+    log.wait_count(lambda r: r.kind == "exit", 4, wait_timeout(), "'exit' (four exits: three restarts)")
+    with checking("SB-I-10"):  # the give-up is logged as an error
+        d.wait_log("ERROR", any_of=("crashy",))
     with pytest.raises(DaemonTimeout):  # 25 restart delays: a fifth start would be here by now
         log.wait_count(lambda r: r.kind == "start", 5, 0.5)
     assert len(log.select("start")) == 4
@@ -549,8 +531,9 @@ def test_max_restarts_zero_never_restarts(bus):
     log = bus.worker_log("once")
     pid = log.pids()[0]
     exit_via(c, sid, 0)
-    wait_until(lambda: gone(pid), WAIT, "the worker exited and reaped")
-    wait_log(d, "ERROR", any_of=("once",))
+    wait_until(lambda: gone(pid), wait_timeout(), "the worker exited and reaped")
+    with checking("SB-I-10"):  # the give-up is logged as an error
+        d.wait_log("ERROR", any_of=("once",))
     with pytest.raises(DaemonTimeout):  # longer than our default first restart delay (1 s)
         log.wait_count(lambda r: r.kind == "start", 2, 1.5)
     for i in range(3):
@@ -559,6 +542,7 @@ def test_max_restarts_zero_never_restarts(bus):
 
 @ONE_MODE
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-I-10", "SB-7.1.3-3")
 def test_restarts_outside_the_window_do_not_count(bus):
     # max_restarts 1 per 1 s window: a worker that crashes every 1.1 s is
@@ -568,14 +552,15 @@ def test_restarts_outside_the_window_do_not_count(bus):
                   pools=[bus.pool("slow", 1, args=["--mode", "crash", "--crash-after-ms", "1100"]),
                          bus.pool("fast", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
     fast, slow = bus.worker_log("fast"), bus.worker_log("slow")
-    fast.wait_count(lambda r: r.kind == "exit", 2, WAIT, "'exit' (second crash of the fast one)")
-    wait_log(d, "ERROR", any_of=("fast",))
-    slow.wait_count(lambda r: r.kind == "start", 3, 2 * 1.1 + WAIT,
+    fast.wait_count(lambda r: r.kind == "exit", 2, wait_timeout(), "'exit' (second crash of the fast one)")
+    d.wait_log("ERROR", any_of=("fast",))
+    slow.wait_count(lambda r: r.kind == "start", 3, 2 * 1.1 + wait_timeout(),
                     "'start' (a third start: restarts more than restart_window_sec apart)")
     assert len(fast.select("start")) == 2, "the worker crashing at once was restarted twice within 1 s"
 
 
 @ONE_MODE
+@pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-I-39")
 def test_worker_that_closes_its_stdin_is_failed_and_restarted(bus):
     script = bus.workdir / "closer.py"
@@ -584,15 +569,15 @@ def test_worker_that_closes_its_stdin_is_failed_and_restarted(bus):
     d = bus.start(pools=[{"id": "closer", "command": sys.executable,
                           "args": [str(script), str(logpath)], "instances": 1}])
     log = bus.worker_log("closer")
-    first = log.wait_for(lambda r: r.kind == "start", WAIT, "'start' of the script worker")
+    first = log.wait_for(lambda r: r.kind == "start", wait_timeout(), "'start' of the script worker")
     c = bus.client()
     assert c.request(session="s")["result"]["pid"] == first.pid
     # it answers, then closes its stdin and keeps running
     assert c.request("close-stdin", session="s")["result"]["pid"] == first.pid
     c.notify("poke", session="s")  # a write to it fails with EPIPE, if nothing noticed before
-    wait_log(d, "ERROR", any_of=(first.pid, "closer"))
-    log.wait_for(lambda r: r.kind == "signal" and r.pid == first.pid, WAIT, "SIGTERM to that worker")
-    wait_until(lambda: [r for r in log.select("start") if r.pid != first.pid], RESTART_WAIT,
+    d.wait_log("ERROR", any_of=(first.pid, "closer"))
+    log.wait_for(lambda r: r.kind == "signal" and r.pid == first.pid, wait_timeout(), "SIGTERM to that worker")
+    wait_until(lambda: [r for r in log.select("start") if r.pid != first.pid], restart_wait(),
                "the worker restarted")
 
 
@@ -668,16 +653,18 @@ def test_late_response_for_a_departed_client_reaches_no_one(bus):
     wait_link_closed(d, a_link)
     b = bus.client()  # may well get the departed client's fd number
     b.sync()
-    since = len(d.stderr_lines())
+    since = d.stderr_mark()
     # now the worker answers the departed client's request
     b.notify("test/emit", params={"mock": {
         "emit": '{"jsonrpc":"2.0","id":"late-1","result":{"marker":"LATE"}}\n'}})
     assert b.sync() == [], "a response for a departed client reached a new client"
     assert not any(b"LATE" in x for x in b.received)
-    wait_log(d, "WARN", since=since)
+    with checking("SB-I-23"):  # "discarded with a warning"
+        d.wait_log("WARN", since=since)
 
 
 @pytest.mark.modes("unix", "tcp")
+@pytest.mark.stands_on("malformed")
 @pytest.mark.clause("SB-7.2-3")
 @pytest.mark.parametrize("who", ["client-closes", "daemon-closes"])
 def test_disconnected_clients_fd_is_closed(bus, who):
@@ -705,17 +692,18 @@ def test_default_drain_timeout_is_30_seconds(bus):
     log = bus.worker_log("stubborn")
     pid = log.pids()[0]
     d.signal(signal.SIGTERM)
-    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, WAIT, "SIGTERM to the worker")
-    wait_until(lambda: gone(pid), 30 + WAIT, "the worker killed after the default drain_timeout_sec")
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, wait_timeout(), "SIGTERM to the worker")
+    wait_until(lambda: gone(pid), 30 + wait_timeout(), "the worker killed after the default drain_timeout_sec")
     waited = (time.monotonic_ns() - term.t_ns) / 1e9
     assert 29.0 <= waited <= 30 + 3, f"worker killed {waited:.1f} s after SIGTERM, expected 30 s"
-    assert d.wait_exit(WAIT) == 0
+    assert d.wait_exit(wait_timeout()) == 0
 
 
 @SLOW
 @pytest.mark.timeout(150)
 @pytest.mark.modes("unix")
 @pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-8.1-4", "SB-I-10")
 def test_default_restart_window_is_60_seconds(bus):
     # max_restarts 1. Each slot is crashed at once by a request, restarted,
@@ -728,7 +716,7 @@ def test_default_restart_window_is_60_seconds(bus):
     for pool in ("inside", "outside"):
         exit_via(c, session_in_pool(c, pool), 1)
     inside, outside = bus.worker_log("inside"), bus.worker_log("outside")
-    inside.wait_count(lambda r: r.kind == "exit", 2, 57 + 2 * WAIT, "'exit' (the second crash, at 57 s)")
-    outside.wait_count(lambda r: r.kind == "exit", 2, 10 + 2 * WAIT, "'exit' (the second crash, at 62 s)")
-    outside.wait_count(lambda r: r.kind == "start", 3, WAIT, "'start' (restart outside the window)")
+    inside.wait_count(lambda r: r.kind == "exit", 2, 57 + 2 * wait_timeout(), "'exit' (the second crash, at 57 s)")
+    outside.wait_count(lambda r: r.kind == "exit", 2, 10 + 2 * wait_timeout(), "'exit' (the second crash, at 62 s)")
+    outside.wait_count(lambda r: r.kind == "start", 3, wait_timeout(), "'start' (restart outside the window)")
     assert len(inside.select("start")) == 2, "a second restart within 60 s was allowed"

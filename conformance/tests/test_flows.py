@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonError, DaemonTimeout, field, next_id
+from stdio_bus_conformance import DaemonError, DaemonTimeout, check, checking, field, next_id
 
 
 # -- local helpers ------------------------------------------------------------------
@@ -38,9 +38,10 @@ def is_response(msg):
     return "id" in msg and ("result" in msg or "error" in msg) and "method" not in msg
 
 
-def read_until_answered(c, ids, timeout=5.0):
+def read_until_answered(c, ids, timeout=None):
     """Every line c receives (parsed, in arrival order) until a response has
     arrived for each id in `ids`. Lines after the last of them stay queued."""
+    timeout = c.timeout if timeout is None else timeout
     deadline = time.monotonic() + timeout
     waiting, got = set(ids), []
     while waiting:
@@ -66,7 +67,7 @@ def answered_once(lines, ids):
     return {m["id"]: m for m in responses}
 
 
-def sync_after(c, session, delay_ms, timeout=5.0):
+def sync_after(c, session, delay_ms, timeout=None):
     """Sentinel round trip that also waits out `delay_ms` on the session's
     worker: the sentinel is answered delay_ms after the worker read it, so an
     answer the worker would have written for an earlier request with the same
@@ -104,11 +105,11 @@ def test_requests_in_flight_on_one_session_each_reach_the_requester_once(bus):
         f"the session's requests reached {sorted({r.pid for r in ins})}, not only worker {home}"
     outs = log.wait_count(lambda r: r.kind == "out" and r.raw.startswith(b'{"jsonrpc":"2.0","id":"q'),
                           len(ids), what="answering the q requests")
-    assert max(r.t_ns for r in ins) < min(r.t_ns for r in outs), \
-        "the daemon held a request back until the worker answered an earlier one: not several in flight"
+    check("SB-I-43", max(r.t_ns for r in ins) < min(r.t_ns for r in outs),
+          "the daemon held a request back until the worker answered an earlier one: not several in flight")
     arrived = [m["id"] for m in lines if is_response(m)]
-    assert arrived == ids_of(outs), "the client got the answers in another order than the worker wrote them"
-    assert arrived != ids, f"answers came back in request order {arrived}: the flow was not exercised"
+    check("SB-I-42", arrived == ids_of(outs), "the client got the answers in another order than the worker wrote them")
+    check("SB-I-43", arrived != ids, f"answers came back in request order {arrived}: the flow was not exercised")
 
 
 @pytest.mark.modes("unix", "tcp")
@@ -160,11 +161,13 @@ def test_progress_reaches_the_session_owner_in_order_before_the_answer(bus):
     lines = read_until_answered(owner, ["long", "short"])
     answered_once(lines, ["long", "short"])
     notes = progress_of(lines, "long")
-    assert [field(m, "params", "progress") for m in notes] == list(range(1, n + 1)), \
-        f"progress notifications of 'long' missing or out of order: {notes}"
+    assert sorted(field(m, "params", "progress") for m in notes) == list(range(1, n + 1)), \
+        f"progress notifications of 'long' missing: {notes}"
+    check("SB-I-42", [field(m, "params", "progress") for m in notes] == list(range(1, n + 1)),
+          f"progress notifications of 'long' out of order: {notes}")
     assert all(m.get("sessionId") == "mine" for m in notes)
-    assert lines.index(notes[-1]) < [m.get("id") for m in lines].index("long"), \
-        "the answer overtook its progress notifications"
+    check("SB-I-42", lines.index(notes[-1]) < [m.get("id") for m in lines].index("long"),
+          "the answer overtook its progress notifications")
     assert all(m.get("sessionId") == "mine" for m in lines), \
         f"the owner received a line of another session: {[m for m in lines if m.get('sessionId') != 'mine']}"
     assert owner.sync(session="mine") == [], "more lines than the worker wrote for this session"
@@ -269,10 +272,11 @@ def test_server_request_reaches_the_owner_and_the_reply_its_worker(bus, with_ses
             reply["sessionId"] = sid
         sent[who] = (reply, c.send_json(reply))
         # one reply at a time, so that the order in which the daemon reads them is known
-        got[who] = log.wait_received(f'"text":"from {who}"'.encode())
+        with checking("SB-I-14"):  # where a client's reply goes is our reading
+            got[who] = log.wait_received(f'"text":"from {who}"'.encode())
     for who, c, sid in clients:
-        assert got[who].pid == home[who], \
-            f"{who}'s reply went to worker {got[who].pid}, the request came from {home[who]}"
+        check("SB-I-14", got[who].pid == home[who],
+              f"{who}'s reply went to worker {got[who].pid}, the request came from {home[who]}")
         assert got[who].line == sent[who][1]
         answer = c.recv_response(f"ask-{who}")
         assert pid_of(answer) == home[who]
@@ -280,4 +284,4 @@ def test_server_request_reaches_the_owner_and_the_reply_its_worker(bus, with_ses
     for who, c, sid in clients:
         assert c.sync(session=sid) == [], f"{who} received a line meant for another client"
     replies = [r for r in log.select("in") if b'"text":"from ' in r.raw]
-    assert len(replies) == len(clients), f"a reply reached more than one worker: {replies}"
+    check("SB-I-14", len(replies) == len(clients), f"a reply reached more than one worker: {replies}")

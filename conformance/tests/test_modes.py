@@ -11,12 +11,10 @@ import re
 import signal
 import socket
 import stat
-import subprocess
-import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonExited, DaemonTimeout
+from stdio_bus_conformance import DaemonExited, DaemonTimeout, check, wait_timeout
 
 SO_ACCEPTCON = 0x10000  # /proc/net/unix "Flags": the socket is listening
 TCP_LISTEN = "0A"
@@ -81,29 +79,17 @@ def cli_prefix(bus):
     return argv[:argv.index("--config")]
 
 
-def run_cli(bus, args, timeout=5.0):
+def run_cli(bus, args, timeout=None):
     """Runs the daemon with `args` after the profile's prefix; stdin is
     /dev/null. Returns (status, stdout, stderr). A daemon still running at the
     deadline is killed and the test fails."""
+    timeout = wait_timeout() if timeout is None else timeout
     argv = cli_prefix(bus) + [str(a) for a in args]
-    bus.recorder.note("run: " + " ".join(argv))
-    p = subprocess.Popen(argv, cwd=bus.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
+    rc, out, err, _ = bus.run(argv, timeout)  # bounded output; its session killed afterwards
+    if rc is None:
         raise AssertionError(f"{' '.join(argv)}: still running after {timeout:g} s "
                              f"(stderr: {err[-500:]!r})")
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)  # workers it may have left behind
-        except (ProcessLookupError, PermissionError):
-            pass
-    bus.recorder.add("daemon stderr", err)
-    bus.recorder.note(f"exit status {p.returncode}")
-    return p.returncode, out, err
+    return rc, out, err
 
 
 def valid_config_file(bus, name="ok.json"):
@@ -120,17 +106,6 @@ def assert_refused_to_start(bus, rc, out, err, needle=None):
     if needle is not None:
         assert needle.lower().encode() in err.lower(), f"stderr does not name {needle!r}: {err[-500:]!r}"
     assert bus.worker_log("p").pids() == [], "the daemon spawned workers before refusing to start"
-
-
-def wait_until(pred, timeout=5.0, what="a condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise DaemonTimeout(f"{what}: not reached within {timeout:g} s")
-        time.sleep(0.005)  # /proc and the file system have no change notification: poll
 
 
 def pid_of(response):
@@ -181,8 +156,11 @@ def test_unix_mode_listens_on_the_path_and_serves_every_client(bus):
 @pytest.mark.clause("SB-4.1.1-4", "SB-3.1-3", "SB-4.1.2-2", "SB-I-22")
 def test_tcp_mode_listens_on_host_and_port_and_serves_every_client(bus):
     d = bus.start(instances=2)
-    assert listening_sockets(d.pid) == [("tcp", (d.host, d.port))], \
-        f"expected exactly one listening socket, {d.host}:{d.port}: {listening_sockets(d.pid)}"
+    socks = listening_sockets(d.pid)
+    assert len(socks) == 1 and socks[0][1][1] == d.port, \
+        f"expected exactly one listening socket, on port {d.port}: {socks}"
+    check("SB-I-22", socks[0] == ("tcp", (d.host, d.port)),
+          f"it listens on {socks[0][1]}, not on exactly the host given ({d.host})")
     clients = [bus.client() for _ in range(6)]
     for i, c in enumerate(clients):
         c.send_json({"jsonrpc": "2.0", "id": f"t{i}", "method": "echo", "sessionId": f"s{i}"})

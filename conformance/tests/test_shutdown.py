@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import ConnectionClosed, procinfo
+from stdio_bus_conformance import ConnectionClosed, check, procinfo
 from stdio_bus_conformance import config as cfg
 
 
@@ -51,7 +51,8 @@ def test_signal_stops_every_worker_and_exits_0(bus, signo):
     bus.client().request()
     pids = bus.worker_pids()
     d.signal(signo)
-    assert d.wait_exit() == 0
+    rc = d.wait_exit()
+    check("SB-10.2-6", rc == 0, f"exit status {rc}, not 0")
     log = bus.worker_log()
     got = signal_records(log, pids)
     assert sorted(got) == sorted(pids), f"workers that logged a signal: {sorted(got)} of {sorted(pids)}"
@@ -70,7 +71,7 @@ def test_listener_is_closed_before_workers_are_signalled(bus):
     assert connect_fails(d), "a new client could still connect after the workers were told to stop"
     assert d.running, "the daemon exited before its workers: this test proves nothing"
     if d.mode == "unix":
-        assert not os.path.lexists(d.socket_path), "the socket file is still there during the drain"
+        check("SB-I-22", not os.path.lexists(d.socket_path), "the socket file is still there during the drain")
     assert d.wait_exit() == 0
 
 
@@ -82,7 +83,8 @@ def test_drain_ends_as_soon_as_the_workers_have_exited(bus):
     pids = bus.worker_pids()
     t0 = time.monotonic()
     d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    rc = d.wait_exit()
+    check("SB-10.2-6", rc == 0, f"exit status {rc}, not 0")
     took = time.monotonic() - t0
     exits = [r for r in bus.worker_log().select("exit") if r.pid in pids]
     assert len(exits) == 2, "a worker was killed instead of being let exit in its own time"
@@ -99,7 +101,8 @@ def test_workers_still_running_after_drain_timeout_are_killed(bus):
     pids = bus.worker_pids()
     t0 = time.monotonic()
     d.signal(signal.SIGTERM)
-    assert d.wait_exit(6) == 0
+    rc = d.wait_exit(6)
+    check("SB-10.2-6", rc == 0, f"exit status {rc}, not 0")
     took = time.monotonic() - t0
     assert took >= 0.9, f"the daemon did not wait drain_timeout_sec (1 s): it exited after {took:.2f} s"
     assert took < 2.5, f"the daemon took {took:.2f} s with drain_timeout_sec 1"
@@ -190,7 +193,8 @@ def test_stdin_eof_delivers_answers_in_flight_then_exits_0(bus):
     c.close()  # EOF right behind the requests
     assert c.recv_response("b")["sessionId"] == "s"
     c.recv_response("a")
-    assert d.wait_exit() == 0
+    rc = d.wait_exit()
+    check("SB-10.2-6", rc == 0, f"exit status {rc}, not 0")
     assert_workers_gone(bus.worker_pids())
 
 

@@ -1,0 +1,381 @@
+"""The preflight: a few seconds of systemic checks before the tests.
+
+Most tests stand on behaviours they do not judge: that the daemon starts and
+answers in their mode, exits on SIGTERM, restarts a worker... When one of
+these is broken, every test standing on it would fail on its own clause for a
+defect that is not its own (and each would burn its deadlines). The preflight
+judges each behaviour once, on its own clause; a test standing on a broken
+item is `blocked` (never a pass, never a fail of its own clause), and the
+report opens with the root causes and how many tests each blocked.
+
+Items (each in one mode, all at once in threads; well under 30 s):
+
+  start-<mode>   the daemon starts and answers a request           SB-4.1.1-1/-3/-4
+  sigterm        it exits with status 0 on SIGTERM                   SB-10.1-1, SB-10.2-6
+  sigint         it exits with status 0 on SIGINT                    SB-10.1-2, SB-10.2-6
+  stdin-eof      stdio mode: it exits with status 0 at end of stdin  SB-I-5
+  restart-exit0  a worker that exits with status 0 is restarted      SB-7.1.3-1
+  restart-crash  a worker killed by a signal is restarted            SB-7.1.3-1
+  two-pools      with two pools, requests reach both (round robin)   SB-6.1.3-1
+  big-line       a line larger than a pipe buffer passes both ways   SB-5.1.1-3
+  burst          500 pipelined requests to one worker are answered   SB-6.3.1-2
+  malformed      a malformed client line closes that client only     SB-4.3-1
+
+How tests stand on items: every test stands on start-<its mode>; a test that
+signals the daemon (d.signal) stands on sigterm/sigint, one that closes the
+stdio client's stdin on stdin-eof, one that starts two pools or more on
+two-pools (all found as they happen); others declare
+@pytest.mark.stands_on("restart-crash", ...). A test is never blocked by an
+item whose clauses it cites: it judges that behaviour itself.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import signal
+import time
+
+from . import contain
+from .bus import Bus
+from .daemon import describe_status
+from .errors import ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, HarnessError
+
+MODES_PREFERRED = ("unix", "tcp", "stdio")
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    name: str
+    clause: str               # the clause a broken item is reported on
+    related: tuple            # clauses whose tests judge this behaviour themselves (never blocked by it)
+    what: str
+    modes: tuple = MODES_PREFERRED   # where it can run, in order of preference
+
+
+ITEMS = {i.name: i for i in (
+    Item("start-stdio", "SB-4.1.1-1", ("SB-4.1.1-1", "SB-4.1.1-2"), "starts in stdio mode and answers", ("stdio",)),
+    Item("start-unix", "SB-4.1.1-3", ("SB-4.1.1-3",), "starts in unix mode and answers", ("unix",)),
+    Item("start-tcp", "SB-4.1.1-4", ("SB-4.1.1-4",), "starts in tcp mode and answers", ("tcp",)),
+    Item("sigterm", "SB-10.1-1", ("SB-10.1-1", "SB-10.2-6", "SB-3.1-6"), "exits with status 0 on SIGTERM"),
+    Item("sigint", "SB-10.1-2", ("SB-10.1-2", "SB-10.2-6", "SB-3.1-6"), "exits with status 0 on SIGINT"),
+    Item("stdin-eof", "SB-I-5", ("SB-I-5",), "exits with status 0 at the end of stdin", ("stdio",)),
+    Item("restart-exit0", "SB-7.1.3-1", ("SB-7.1.3-1",), "restarts a worker that exited with status 0"),
+    Item("restart-crash", "SB-7.1.3-1", ("SB-7.1.3-1",), "restarts a worker killed by a signal"),
+    Item("two-pools", "SB-6.1.3-1", ("SB-6.1.3-1", "SB-6.1.1-1"), "routes to both of two pools"),
+    Item("big-line", "SB-5.1.1-3", ("SB-5.1.1-3", "SB-4.2.3-3", "SB-I-26"),
+         "passes a 256 KiB line both ways"),
+    Item("burst", "SB-6.3.1-2", ("SB-6.3.1-2", "SB-I-43"), "answers 500 pipelined requests to one worker"),
+    Item("malformed", "SB-4.3-1", ("SB-4.3-1", "SB-I-1"),
+         "closes a client that sends a malformed line, and only that client", ("unix", "tcp")),
+)}
+SIGNAL_ITEMS = {signal.SIGTERM: "sigterm", signal.SIGINT: "sigint"}
+
+
+class Broken(Exception):
+    """The item's behaviour is broken: the message says how; clause, when
+    given, is the one this way of breaking it violates (else the item's)."""
+
+    def __init__(self, message: str, clause: str | None = None):
+        super().__init__(message)
+        self.clause = clause
+
+
+class NotJudged(Exception):
+    """The item could not be judged (e.g. the daemon does not even start)."""
+
+
+@dataclasses.dataclass
+class Result:
+    name: str
+    status: str               # ok | broken | not judged
+    clause: str
+    mode: str | None
+    message: str = ""
+    duration: float = 0.0
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class Results:
+    """name -> Result; passed to xdist workers as JSON."""
+
+    def __init__(self, results: dict | None = None, duration: float = 0.0):
+        self.items: dict[str, Result] = results or {}
+        self.duration = duration
+
+    def to_json(self) -> dict:
+        return {"duration": round(self.duration, 3), "items": [r.to_json() for r in self.items.values()]}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "Results | None":
+        if not data:
+            return None
+        return cls({d["name"]: Result(**d) for d in data["items"]}, data.get("duration", 0.0))
+
+    def broken(self, name: str) -> Result | None:
+        r = self.items.get(name)
+        return r if r is not None and r.status == "broken" else None
+
+    def blocking(self, name: str, cited) -> Result | None:
+        """The broken result of item `name` when it blocks a test citing
+        `cited` (None when the test judges that behaviour itself)."""
+        r = self.broken(name)
+        if r is None or set(cited) & set(ITEMS[name].related):
+            return None
+        return r
+
+
+def blocked_message(r: Result) -> str:
+    """The skip reason of a blocked test (read back by the reports)."""
+    return f"blocked: {r.name}: {r.message} ({r.clause})"
+
+
+# -- the checks -------------------------------------------------------------------------
+def _serve_one(bus: Bus, **start) -> None:
+    d = bus.start(instances=start.pop("instances", 1), **start)
+    c = bus.client()
+    c.request(timeout=bus.timeout)
+    return d
+
+
+def _start(bus: Bus) -> None:
+    try:
+        _serve_one(bus)
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} at start or at its first request") from None
+    except DaemonError as exc:
+        raise Broken(f"no answer to a first request in {bus.mode} mode: {exc}") from None
+
+
+def _signal_exit(sig: int):
+    def run(bus: Bus) -> None:
+        # judged on a daemon that runs, even one that never answers
+        try:
+            d = bus.start(instances=1)
+        except DaemonError as exc:
+            raise NotJudged(f"the daemon does not start: {exc}") from None
+        try:
+            bus.client().request(timeout=min(1.0, bus.timeout))
+        except DaemonCrashed as exc:
+            raise NotJudged(f"the daemon died of {exc.signame} at its first request") from None
+        except DaemonError:
+            pass  # not serving is start-<mode>'s finding, not this one's
+        d.signal(sig)
+        name = signal.Signals(sig).name
+        grace = bus.profile.shutdown_timeout
+        try:
+            rc = d.wait_exit(grace)
+        except DaemonCrashed as exc:
+            raise Broken(f"the daemon died of {exc.signame} on {name}") from None
+        except DaemonError:
+            raise Broken(f"the daemon did not exit within {grace:g} s of {name}") from None
+        if rc != 0:
+            raise Broken(f"the daemon {describe_status(rc)} on {name}, not 0", "SB-10.2-6")
+    return run
+
+
+def _stdin_eof(bus: Bus) -> None:
+    d = _serve_one(bus)
+    bus.client().close()
+    grace = bus.profile.shutdown_timeout
+    try:
+        rc = d.wait_exit(grace)
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} at the end of stdin") from None
+    except DaemonError:
+        raise Broken(f"the daemon did not exit within {grace:g} s of the end of its stdin") from None
+    if rc != 0:
+        raise Broken(f"the daemon {describe_status(rc)} at the end of stdin, not 0")
+
+
+def _restart(sig: int, how: str):
+    def run(bus: Bus) -> None:
+        d = _serve_one(bus)
+        log = bus.worker_log()
+        first = log.pids()[0]
+        os.kill(first, sig)
+        limit = bus.timeout + 3.0  # one wait plus a first restart delay (the spec gives no number)
+        try:
+            log.wait_count(lambda r: r.kind == "start" and r.pid != first, 1, limit,
+                           "'start' of a new worker", check=lambda: d.check("while its worker restarted"))
+        except DaemonCrashed as exc:
+            raise Broken(f"the daemon died of {exc.signame} when its worker {how}") from None
+        except DaemonExited as exc:
+            raise Broken(f"when its worker {how}: {exc}") from None
+        except DaemonError:
+            raise Broken(f"no worker was started again within {limit:g} s after the only worker {how}") \
+                from None
+        new = log.select("start")[-1].pid
+        try:
+            got = bus.client().request(timeout=bus.timeout)
+        except DaemonError as exc:
+            raise Broken(f"the restarted worker does not serve: {exc}") from None
+        if got.get("result", {}).get("pid") != new:
+            raise Broken(f"the answer came from pid {got.get('result', {}).get('pid')}, not the restarted "
+                         f"worker {new}")
+    return run
+
+
+def _two_pools(bus: Bus) -> None:
+    try:
+        d = bus.start(pools=[bus.pool("a", 1), bus.pool("b", 1)])
+        c = bus.client()
+        want = {bus.worker_pids("a")[0], bus.worker_pids("b")[0]}
+        seen = {c.request(timeout=bus.timeout).get("result", {}).get("pid") for _ in range(4)}
+        d.check()
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} with two pools") from None
+    except DaemonError as exc:
+        raise Broken(f"with two pools: {exc}") from None
+    if seen != want:
+        raise Broken(f"4 requests without a session reached {len(seen & want)} of the 2 workers of two pools")
+
+
+def _big_line(bus: Bus) -> None:
+    try:
+        _serve_one(bus)
+        c = bus.client()
+        pad = "x" * (256 * 1024)
+        line = json.dumps({"jsonrpc": "2.0", "id": "big", "method": "echo", "params": {"pad": pad}},
+                          separators=(",", ":")).encode() + b"\n"
+        c.send(line)
+        got = c.recv_response("big", timeout=bus.timeout)
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} on a 256 KiB line") from None
+    except DaemonError as exc:
+        raise Broken(f"a 256 KiB line: {exc}") from None
+    if got.get("result", {}).get("params", {}).get("pad") != pad:
+        raise Broken("a 256 KiB line did not come back whole")
+
+
+def _burst(bus: Bus) -> None:
+    n = 500
+    try:
+        _serve_one(bus)
+        c = bus.client()
+        c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"b{i}", "method": "echo", "sessionId": "burst"},
+                                   separators=(",", ":")).encode() + b"\n" for i in range(n)))
+        for i in range(n):
+            c.recv_response(f"b{i}", timeout=bus.timeout)
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} under a burst of {n} requests") from None
+    except DaemonError as exc:
+        raise Broken(f"a burst of {n} pipelined requests on one session: {exc}") from None
+
+
+def _malformed(bus: Bus) -> None:
+    try:
+        d = _serve_one(bus)
+        bad, good = bus.client(), bus.client()
+        good.request(timeout=bus.timeout)
+        bad.send(b"{this is not json\n")
+        try:
+            bad.expect_closed(timeout=bus.timeout)
+        except DaemonCrashed:
+            raise
+        except DaemonError:
+            raise Broken("the client that sent a malformed line was not closed") from None
+        good.request(timeout=bus.timeout)
+        d.check("after a malformed line")
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} after a malformed client line") from None
+    except (DaemonExited, ConnectionClosed) as exc:
+        raise Broken(f"after a malformed line from another client: {exc}") from None
+    except DaemonError as exc:
+        raise Broken(f"after a malformed line from another client: {exc}") from None
+
+
+CHECKS = {
+    "start-stdio": _start, "start-unix": _start, "start-tcp": _start,
+    "sigterm": _signal_exit(signal.SIGTERM), "sigint": _signal_exit(signal.SIGINT),
+    "stdin-eof": _stdin_eof,
+    "restart-exit0": _restart(signal.SIGTERM, "exited with status 0 (it was sent SIGTERM by someone else)"),
+    "restart-crash": _restart(signal.SIGKILL, "was killed by SIGKILL"),
+    "two-pools": _two_pools, "big-line": _big_line, "burst": _burst, "malformed": _malformed,
+}
+
+
+# -- running ------------------------------------------------------------------------------
+def _run_item(ctx, name: str, mode: str, notes: list) -> Result:
+    item = ITEMS[name]
+    t0 = time.monotonic()
+    clause = item.clause
+    token = f"{ctx.token}-preflight-{name}"
+    # teardown: whatever SIGTERM does is the sigterm item's to judge; here, kill soon
+    bus = Bus(dataclasses.replace(ctx, token=token, term_grace=0.5), mode, f"preflight::{name}[{mode}]",
+              sweep=False)
+    try:
+        CHECKS[name](bus)
+        status, message = "ok", ""
+    except Broken as exc:
+        status, message = "broken", str(exc)
+        clause = exc.clause or item.clause
+    except NotJudged as exc:
+        status, message = "not judged", str(exc)
+    except HarnessError as exc:
+        status, message = "not judged", f"harness error: {exc}"
+    except Exception as exc:  # the preflight must never stop the run: say so and go on
+        status, message = "not judged", f"harness error: {exc.__class__.__name__}: {exc}"
+    finally:
+        try:
+            bus.stop()
+        except DaemonCrashed:
+            pass
+        finally:
+            contain.kill_marked(token)
+            bus.cleanup()
+    notes.append(bus.findings)
+    return Result(name, status, clause, mode, message, time.monotonic() - t0)
+
+
+def run(ctx, workers: int = 6) -> Results:
+    """Runs every item the profile's modes allow: the starts first, then the
+    others in the first mode that started (by preference)."""
+    t0 = time.monotonic()
+    modes = [m for m in MODES_PREFERRED if ctx.profile.supports(m)]
+    results: dict[str, Result] = {}
+    notes: list = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        # the starts, and the signals (they need a running daemon, not a serving one)
+        first = [(f"start-{m}", m) for m in modes] + [(n, modes[0]) for n in SIGNAL_ITEMS.values() if modes]
+        futures = [pool.submit(_run_item, ctx, n, m, notes) for n, m in first]
+        for f in concurrent.futures.as_completed(futures):
+            r = f.result()
+            results[r.name] = r
+        serving = [m for m in modes if results[f"start-{m}"].status == "ok"]
+        futures = []
+        for item in ITEMS.values():
+            if item.name in results:
+                continue
+            usable = [m for m in item.modes if m in serving]
+            if not usable:
+                supported = [m for m in item.modes if m in modes]
+                why = (f"no {'/'.join(item.modes)} mode in the profile" if not supported else
+                       f"the daemon does not serve in {'/'.join(supported)} mode")
+                results[item.name] = Result(item.name, "not judged", item.clause, None, why)
+                continue
+            futures.append(pool.submit(_run_item, ctx, item.name, usable[0], notes))
+        for f in concurrent.futures.as_completed(futures):
+            r = f.result()
+            results[r.name] = r
+    order = list(ITEMS)
+    return Results({n: results[n] for n in order if n in results}, time.monotonic() - t0)
+
+
+def summary_lines(res: Results | None) -> list[str]:
+    if res is None:
+        return []
+    broken = [r for r in res.items.values() if r.status == "broken"]
+    unjudged = [r for r in res.items.values() if r.status == "not judged"]
+    head = (f"preflight ({res.duration:.1f} s): {len(res.items)} items, "
+            f"{len(broken)} broken, {len(unjudged)} not judged")
+    out = [head]
+    for r in broken:
+        out.append(f"  BROKEN {r.name} ({r.clause}, {r.mode} mode): {r.message}")
+    for r in unjudged:
+        out.append(f"  not judged {r.name}: {r.message}")
+    return out
