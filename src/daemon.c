@@ -346,6 +346,8 @@ static bool route_from_client(sb_daemon *d, sb_peer *c, const char *line, size_t
             format_tokens(&r.fields, tokens, sizeof tokens);
             sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens, r.new_session ? " (new session)" : "");
         }
+        if (r.new_binding) /* SB-X-11 */
+            sb_info(c->name, "bound to %s (affinity)", w->peer.name);
         send_line(d, &w->peer, line, len, c); /* SB-5.1.1-3: the bytes as received */
         return true;
     }
@@ -429,6 +431,9 @@ static void input_overflow(sb_daemon *d, sb_peer *p) {
 }
 
 static void on_input_eof(sb_daemon *d, sb_peer *p);
+static bool affinity_attach(sb_daemon *d, sb_peer *c);
+static void affinity_detach(sb_daemon *d, sb_peer *c);
+static bool affinity_worker_exited(sb_daemon *d, sb_worker *w);
 
 /* One read from p's input, then route what it completed. Returns
  * STDIO_BUS_OK when bytes were read, STDIO_BUS_EAGAIN when none were
@@ -530,6 +535,7 @@ static void client_close(sb_daemon *d, sb_peer *c) {
     int pending = sb_pending_orphan_sender(&d->router.requests, c->index,
                                            log_client_request_dropped, c);
     sb_pending_drop_receiver(&d->router.upstream, c->index, NULL, NULL);
+    affinity_detach(d, c);
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
     if (c->full_since_ms) {
@@ -643,6 +649,8 @@ static void on_listen_event(void *data, int fd, short revents) {
             continue;
         }
         sb_info(c->name, "connected");
+        if (!affinity_attach(d, c))
+            client_close(d, c); /* SB-X-15 */
     }
 }
 
@@ -829,6 +837,8 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
     w->kill_at_ms = 0;
     w->stdin_lost_ms = 0;
 
+    if (affinity_worker_exited(d, w))
+        return; /* SB-X-15: a per-connection slot waits for its next connection */
     if (d->phase >= SB_PHASE_DRAINING)
         return;
     /* SB-7.1.3-1..3, SB-I-9, SB-I-10 */
@@ -897,6 +907,75 @@ static void reap_children(sb_daemon *d) {
             }
         }
     }
+}
+
+/* ---- connection affinity (SB-X-10..SB-X-16) ------------------------ */
+
+/* SB-X-15: a connection to a per_connection pool gets a worker of its own,
+ * spawned now, before its first line is read (as SB-I-38), in a slot whose
+ * last process has been reaped. Returns false when there is none (every
+ * slot in use, or the spawn failed): the caller closes the connection. */
+static bool affinity_attach(sb_daemon *d, sb_peer *c) {
+    if (d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
+        return true;
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        if (w->pid > 0)
+            continue;
+        if (worker_spawn(d, w) < 0) {
+            sb_warn(c->name, "refused: its worker could not be started");
+            return false;
+        }
+        sb_affinity_bind(&d->router.affinity, c->index, w->id);
+        sb_info(c->name, "bound to %s, started for it", w->peer.name);
+        return true;
+    }
+    sb_warn(c->name, "refused: all %d worker(s) of the per_connection pool are in use",
+            d->worker_count);
+    return false;
+}
+
+/* The client leaves: it is unbound, and (SB-X-15) its own worker is
+ * stopped as at shutdown: stdin closed, SIGTERM, SIGKILL after
+ * drain_timeout_sec. */
+static void affinity_detach(sb_daemon *d, sb_peer *c) {
+    if (d->cfg->affinity == SB_AFFINITY_NONE)
+        return;
+    int id = sb_affinity_unbind(&d->router.affinity, c->index);
+    if (id < 0 || d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
+        return;
+    sb_worker *w = &d->workers[id];
+    if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
+        return; /* already on its way out */
+    sb_info(w->peer.name, "its client left: stopping it");
+    w->state = SB_WORKER_STOPPING;
+    worker_stdin_lost(d, w); /* closes its stdin; no longer RUNNING, so no grace timer */
+    w->kill_at_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    sb_worker_signal(w, SIGTERM);
+    update_interest(d, &w->peer);
+}
+
+/* SB-X-14: a worker's exit ends the connections bound to it, whose server
+ * state is gone with it (as the MCP stdio transport ends when its server
+ * dies). What the worker wrote before exiting has been routed (SB-I-40):
+ * it is written now, as far as the client takes it, then the connection
+ * closes. At shutdown the connections stay until the end (SB-I-21).
+ * Returns true for a per_connection slot, which is not restarted (SB-X-15). */
+static bool affinity_worker_exited(sb_daemon *d, sb_worker *w) {
+    if (d->cfg->affinity == SB_AFFINITY_NONE)
+        return false;
+    int client;
+    while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
+        sb_affinity_unbind(&d->router.affinity, client);
+        sb_peer *c = &d->clients[client];
+        if (d->phase >= SB_PHASE_DRAINING || c->doomed)
+            continue;
+        sb_warn(c->name, "its worker %d exited: closing the connection", w->id);
+        if (sb_outq_len(&c->out) && c->out_fd >= 0)
+            sb_outq_flush(&c->out, c->out_fd);
+        doom(d, c);
+    }
+    return w->pool->per_connection;
 }
 
 /* ---- shutdown (spec 10) --------------------------------------------- */
@@ -1161,7 +1240,8 @@ static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt
     if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
         !d->held ||
         sb_loop_init(&d->loop) < 0 ||
-        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0) {
+        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
+        sb_router_set_affinity(&d->router, cfg->affinity) < 0) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }
@@ -1229,11 +1309,12 @@ static int open_clients(sb_daemon *d, const sb_options *opt) {
         }
         fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags | O_NONBLOCK);
         fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags | O_NONBLOCK);
-        if (!client_open(d, STDIN_FILENO, STDOUT_FILENO)) {
+        sb_peer *c = client_open(d, STDIN_FILENO, STDOUT_FILENO);
+        if (!c) {
             sb_error(NULL, "out of memory");
             return STDIO_BUS_ERR;
         }
-        return STDIO_BUS_OK;
+        return affinity_attach(d, c) ? STDIO_BUS_OK : STDIO_BUS_ERR; /* SB-X-15 */
     }
     if (opt->mode == SB_MODE_UNIX) {
         d->listen_fd = sb_net_listen_unix(opt->address, err, sizeof err);
@@ -1271,8 +1352,8 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         }
     }
     /* Workers first, so a client's first line finds them running. */
-    for (int i = 0; rc == 0 && i < d.worker_count; i++) /* SB-3.1-2 */
-        if (worker_spawn(&d, &d.workers[i]) < 0)
+    for (int i = 0; rc == 0 && i < d.worker_count; i++) /* SB-3.1-2; SB-X-15: not per connection */
+        if (!d.workers[i].pool->per_connection && worker_spawn(&d, &d.workers[i]) < 0)
             d.workers[i].restart_at_ms = now_ms() + d.limits->restart_backoff_ms;
     if (rc == 0)
         rc = open_clients(&d, opt);
