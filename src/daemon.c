@@ -812,7 +812,9 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
         sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",
                 sb_frame_pending(&w->peer.in));
     /* An exit we asked for is news, not a warning. */
-    sb_log_level level = d->phase >= SB_PHASE_DRAINING ? SB_LOG_INFO : SB_LOG_WARN;
+    bool asked = d->phase >= SB_PHASE_DRAINING ||
+                 (w->pool->per_connection && !sb_affinity_count(&d->router.affinity, w->id));
+    sb_log_level level = asked ? SB_LOG_INFO : SB_LOG_WARN; /* SB-X-16: its client left */
     if (WIFSIGNALED(status))
         sb_log(level, w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
                strsignal(WTERMSIG(status)));
