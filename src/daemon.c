@@ -52,6 +52,7 @@ typedef struct {
     int dirty_count;
     sb_peer **held; /* clients whose next line waits for its id to be free (SB-I-45) */
     int held_count;
+    int closing_count; /* clients closed once their output is written (SB-X-14) */
     int full_outputs; /* peers whose output is over its cap */
 
     int listen_fd;
@@ -78,7 +79,8 @@ static int64_t now_ms(void) {
 /* ---- interest and lifecycle of peers --------------------------------- */
 
 static bool may_read(const sb_daemon *d, const sb_peer *p) {
-    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on || p->held_since_ms)
+    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on || p->held_since_ms ||
+        p->closing_since_ms)
         return false;
     if (p->kind == SB_PEER_CLIENT)
         return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
@@ -88,6 +90,13 @@ static bool may_read(const sb_daemon *d, const sb_peer *p) {
 
 static void on_client_event(void *data, int fd, short revents);
 static void on_worker_event(void *data, int fd, short revents);
+/* Connection affinity (SB-X-10..SB-X-16), at the end of the file. */
+static bool affinity_attach(sb_daemon *d, sb_peer *c);
+static void affinity_detach(sb_daemon *d, sb_peer *c);
+static bool affinity_worker_exited(sb_daemon *d, sb_worker *w);
+static void affinity_close_if_flushed(sb_daemon *d, sb_peer *c);
+static void affinity_check_closing(sb_daemon *d, int64_t now);
+static int64_t affinity_next_deadline(const sb_daemon *d, int64_t next);
 
 static void update_interest(sb_daemon *d, sb_peer *p) {
     short in_events = may_read(d, p) ? POLLIN : 0;
@@ -280,6 +289,7 @@ static void flush_dirty(sb_daemon *d) {
         if (!sb_outq_over(&p->out))
             set_full(d, p, false);
         update_interest(d, p);
+        affinity_close_if_flushed(d, p);
     }
     d->dirty_count = 0;
 }
@@ -431,9 +441,6 @@ static void input_overflow(sb_daemon *d, sb_peer *p) {
 }
 
 static void on_input_eof(sb_daemon *d, sb_peer *p);
-static bool affinity_attach(sb_daemon *d, sb_peer *c);
-static void affinity_detach(sb_daemon *d, sb_peer *c);
-static bool affinity_worker_exited(sb_daemon *d, sb_worker *w);
 
 /* One read from p's input, then route what it completed. Returns
  * STDIO_BUS_OK when bytes were read, STDIO_BUS_EAGAIN when none were
@@ -545,6 +552,8 @@ static void client_close(sb_daemon *d, sb_peer *c) {
     release_waiters(d, c);
     if (c->held_since_ms)
         unhold_client(d, c);
+    if (c->closing_since_ms)
+        d->closing_count--;
     if (c->in_fd >= 0) {
         sb_loop_del(&d->loop, c->in_fd);
         if (c->in_fd > STDERR_FILENO)
@@ -614,6 +623,7 @@ static void on_client_event(void *data, int fd, short revents) {
         if (!sb_outq_over(&c->out))
             set_full(d, c, false);
         update_interest(d, c);
+        affinity_close_if_flushed(d, c);
     }
     if (park_if_paused(d, c, fd, revents))
         return;
@@ -960,9 +970,10 @@ static void affinity_detach(sb_daemon *d, sb_peer *c) {
 /* SB-X-14: a worker's exit ends the connections bound to it, whose server
  * state is gone with it (as the MCP stdio transport ends when its server
  * dies). What the worker wrote before exiting has been routed (SB-I-40):
- * it is written now, as far as the client takes it, then the connection
- * closes. At shutdown the connections stay until the end (SB-I-21).
- * Returns true for a per_connection slot, which is not restarted (SB-X-15). */
+ * the client is no longer read, and is closed once its output queue is
+ * written, or after drain_timeout_sec. At shutdown the connections stay
+ * until the end (SB-I-21). Returns true for a per_connection slot, which
+ * is not restarted (SB-X-15). */
 static bool affinity_worker_exited(sb_daemon *d, sb_worker *w) {
     if (d->cfg->affinity == SB_AFFINITY_NONE)
         return false;
@@ -970,14 +981,47 @@ static bool affinity_worker_exited(sb_daemon *d, sb_worker *w) {
     while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
         sb_affinity_unbind(&d->router.affinity, client);
         sb_peer *c = &d->clients[client];
-        if (d->phase >= SB_PHASE_DRAINING || c->doomed)
+        if (d->phase >= SB_PHASE_DRAINING || c->doomed || c->closing_since_ms)
             continue;
-        sb_warn(c->name, "its worker %d exited: closing the connection", w->id);
-        if (sb_outq_len(&c->out) && c->out_fd >= 0)
-            sb_outq_flush(&c->out, c->out_fd);
-        doom(d, c);
+        sb_warn(c->name, "its worker %d exited: closing the connection once its output is written",
+                w->id);
+        c->closing_since_ms = now_ms();
+        d->closing_count++;
+        update_interest(d, c);
+        if (!c->dirty)
+            affinity_close_if_flushed(d, c);
     }
     return w->pool->per_connection;
+}
+
+/* A closing client whose output queue is empty is closed now. */
+static void affinity_close_if_flushed(sb_daemon *d, sb_peer *c) {
+    if (c->closing_since_ms && c->kind == SB_PEER_CLIENT && sb_outq_len(&c->out) == 0)
+        doom(d, c);
+}
+
+static void affinity_check_closing(sb_daemon *d, int64_t now) {
+    int64_t limit = (int64_t)d->limits->drain_timeout_sec * 1000;
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        sb_peer *c = &d->clients[i];
+        if (c->kind == SB_PEER_CLIENT && c->closing_since_ms && !c->doomed &&
+            now - c->closing_since_ms >= limit) {
+            sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
+                    d->limits->drain_timeout_sec);
+            doom(d, c);
+        }
+    }
+}
+
+static int64_t affinity_next_deadline(const sb_daemon *d, int64_t next) {
+    int64_t limit = (int64_t)d->limits->drain_timeout_sec * 1000;
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        const sb_peer *c = &d->clients[i];
+        if (c->kind == SB_PEER_CLIENT && c->closing_since_ms && !c->doomed &&
+            c->closing_since_ms + limit < next)
+            next = c->closing_since_ms + limit;
+    }
+    return next;
 }
 
 /* ---- shutdown (spec 10) --------------------------------------------- */
@@ -1129,6 +1173,8 @@ static void check_timers(sb_daemon *d, int64_t now) {
             w->kill_at_ms = 0;
         }
     }
+    if (d->closing_count)
+        affinity_check_closing(d, now);
     for (int i = 0; i < d->held_count; i++) { /* SB-I-45 */
         sb_peer *c = d->held[i];
         if (!c->doomed && now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
@@ -1185,6 +1231,8 @@ static int64_t next_deadline(const sb_daemon *d) {
         if (at < next)
             next = at;
     }
+    if (d->closing_count)
+        next = affinity_next_deadline(d, next);
     if (d->phase == SB_PHASE_LINGER && d->linger_deadline_ms < next)
         next = d->linger_deadline_ms;
     if (d->phase == SB_PHASE_DRAINING && d->drain_deadline_ms < next)
