@@ -9,6 +9,11 @@ packages=(
   python3 python3-pytest python3-pytest-xdist python3-pytest-timeout python3-hypothesis
   valgrind clang afl++
 )
+# Node.js and npm for the interop tests (tests/interop): Debian's, unless a
+# node and an npm are already installed (another vendor's nodejs bundles npm
+# and conflicts with Debian's npm package).
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -16,12 +21,20 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps: done"
 fi
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+
+# The MCP SDK and reference servers of the interop tests, as pinned by the
+# lockfile; installed again only when the lockfile changed.
+interop="$(dirname "$0")/../tests/interop"
+if [ ! -d "$interop/node_modules" ] || [ "$interop/package-lock.json" -nt "$interop/node_modules" ]; then
+  echo "install-deps: npm ci in tests/interop"
+  (cd "$interop" && npm ci --no-audit --no-fund)
+fi
