@@ -404,8 +404,8 @@ static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size
 static int process_lines(sb_daemon *d, sb_peer *p) {
     const char *line;
     long n;
-    if (p->held_since_ms)
-        return STDIO_BUS_OK; /* SB-I-45: its next line waits */
+    if (p->held_since_ms || p->closing_since_ms)
+        return STDIO_BUS_OK; /* SB-I-45: its next line waits; SB-X-14: nothing more is routed */
     while (!p->blocked_on && !p->doomed) {
         if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
             return STDIO_BUS_OK; /* a failed worker's further output is not routed */
@@ -947,7 +947,7 @@ static bool affinity_attach(sb_daemon *d, sb_peer *c) {
     return false;
 }
 
-/* The client leaves: it is unbound, and (SB-X-15) its own worker is
+/* The client leaves: it is unbound, and (SB-X-16) its own worker is
  * stopped as at shutdown: stdin closed, SIGTERM, SIGKILL after
  * drain_timeout_sec. */
 static void affinity_detach(sb_daemon *d, sb_peer *c) {
