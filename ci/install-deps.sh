@@ -14,23 +14,12 @@ packages=(
   python3-yaml git
   valgrind clang afl++
   strace  # tests/e2e/test_hostile.py: which pids the daemon signals (skipped without it)
-  nodejs
 )
-# npm: Debian's package, unless a `npm` command is already there (NodeSource's
-# nodejs ships its own and conflicts with Debian's npm package).
-command -v npm >/dev/null 2>&1 || packages+=(npm)
-
-interop() {
-  local dir=tests/interop
-  [ -f "$dir/package-lock.json" ] || return 0
-  if [ -f "$dir/node_modules/.package-lock.json" ] && \
-     [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
-    echo "install-deps: $dir/node_modules up to date"
-    return 0
-  fi
-  echo "install-deps: npm ci in $dir"
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
-}
+# Node.js and npm for the interop tests (tests/interop): Debian's, unless a
+# node and an npm are already installed (another vendor's nodejs bundles npm
+# and conflicts with Debian's npm package).
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -38,14 +27,24 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  interop
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps: done"
 fi
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-interop
-echo "install-deps: done"
+
+# The MCP SDK and reference servers of the interop tests, as pinned by the
+# lockfile (npm ci: package-lock.json decides every version); installed
+# again only when the lockfile is newer than what npm installed.
+interop=tests/interop
+if [ ! -f "$interop/node_modules/.package-lock.json" ] ||
+   [ "$interop/package-lock.json" -nt "$interop/node_modules/.package-lock.json" ]; then
+  echo "install-deps: npm ci in $interop"
+  (cd "$interop" && npm ci --no-audit --no-fund --loglevel=error)
+else
+  echo "install-deps: $interop/node_modules up to date"
+fi

@@ -84,6 +84,17 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/test_interop.py)
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
 endif()
 
+# Real MCP software through the daemon (issue 16): the pinned, unmodified
+# SDK client and reference servers of tests/interop (ci/install-deps.sh runs
+# its `npm ci`), in stdio, unix and TCP modes, with and without affinity.
+find_program(SB_NODE node)
+if(SB_NODE AND EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/bus/bus.test.mjs)
+  add_test(NAME interop.bus COMMAND ${SB_NODE} --test --test-concurrency=1
+           ${PROJECT_SOURCE_DIR}/tests/interop/bus/bus.test.mjs)
+  set_tests_properties(interop.bus PROPERTIES LABELS interop TIMEOUT 900
+                       ENVIRONMENT STDIO_BUS=$<TARGET_FILE:stdio_bus>)
+endif()
+
 if(EXISTS ${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
   include(${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
 endif()

@@ -100,6 +100,32 @@ static int get_int(parse_ctx *pc, const cJSON *item, const char *path, long min,
     return STDIO_BUS_OK;
 }
 
+/* SB-X-10, SB-X-15: "affinity" is "none" (the default) or "connection";
+ * "spawn" is "at_start" (the default) or "per_connection", which implies
+ * connection affinity. */
+static int parse_affinity(parse_ctx *pc, const cJSON *item, int index, sb_pool_config *pool) {
+    const cJSON *affinity = cJSON_GetObjectItemCaseSensitive(item, "affinity");
+    const cJSON *spawn = cJSON_GetObjectItemCaseSensitive(item, "spawn");
+    if (affinity) {
+        if (cJSON_IsString(affinity) && strcmp(affinity->valuestring, "connection") == 0)
+            pool->affinity = true;
+        else if (!cJSON_IsString(affinity) || strcmp(affinity->valuestring, "none") != 0)
+            return fail(pc, "pools[%d].affinity: must be \"none\" or \"connection\"", index);
+    }
+    if (spawn) {
+        if (cJSON_IsString(spawn) && strcmp(spawn->valuestring, "per_connection") == 0)
+            pool->per_connection = true;
+        else if (!cJSON_IsString(spawn) || strcmp(spawn->valuestring, "at_start") != 0)
+            return fail(pc, "pools[%d].spawn: must be \"at_start\" or \"per_connection\"", index);
+    }
+    if (pool->per_connection && affinity && !pool->affinity)
+        return fail(pc, "pools[%d].spawn: \"per_connection\" needs \"affinity\": \"connection\"",
+                    index);
+    if (pool->per_connection)
+        pool->affinity = true;
+    return STDIO_BUS_OK;
+}
+
 static int parse_pool(parse_ctx *pc, const cJSON *item, int index, sb_pool_config *pool) {
     char path[96];
     if (!cJSON_IsObject(item))
@@ -108,7 +134,8 @@ static int parse_pool(parse_ctx *pc, const cJSON *item, int index, sb_pool_confi
     const cJSON *field;
     cJSON_ArrayForEach(field, item) {
         const char *k = field->string;
-        if (strcmp(k, "id") && strcmp(k, "command") && strcmp(k, "args") && strcmp(k, "instances")) {
+        if (strcmp(k, "id") && strcmp(k, "command") && strcmp(k, "args") && strcmp(k, "instances") &&
+            strcmp(k, "affinity") && strcmp(k, "spawn")) {
             snprintf(path, sizeof path, "pools[%d].%.40s", index, k);
             warn_unknown(pc, path);
         }
@@ -146,6 +173,9 @@ static int parse_pool(parse_ctx *pc, const cJSON *item, int index, sb_pool_confi
             argc++;
         }
     }
+
+    if (parse_affinity(pc, item, index, pool) < 0)
+        return STDIO_BUS_EINVAL;
 
     pool->id = dup_string(id->valuestring);
     pool->command = dup_string(command->valuestring);
@@ -276,8 +306,19 @@ static int parse_root(parse_ctx *pc, const cJSON *root, sb_config *cfg) {
                             printable(shown, sizeof shown, cfg->pools[index].id, 100), j);
             }
         cfg->worker_count += cfg->pools[index].instances;
+        if (index > 0 && (cfg->pools[index].affinity != cfg->pools[0].affinity ||
+                          cfg->pools[index].per_connection || cfg->pools[0].per_connection))
+            /* A client cannot choose a pool (spec 6.1), so one connection
+             * would otherwise have its messages on two kinds of worker. */
+            return fail(pc, "pools[%d]: %s", index,
+                        cfg->pools[index].per_connection || cfg->pools[0].per_connection
+                            ? "a pool with \"spawn\": \"per_connection\" must be the only pool"
+                            : "every pool must have the same \"affinity\"");
         index++;
     }
+    cfg->affinity = cfg->pools[0].per_connection ? SB_AFFINITY_EXCLUSIVE
+                    : cfg->pools[0].affinity     ? SB_AFFINITY_CONNECTION
+                                                 : SB_AFFINITY_NONE;
     if (cfg->worker_count > SB_MAX_TOTAL_INSTANCES)
         return fail(pc, "pools: %d instances in total, at most %d are supported",
                     cfg->worker_count, SB_MAX_TOTAL_INSTANCES);

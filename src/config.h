@@ -3,8 +3,10 @@
 #ifndef SB_CONFIG_H
 #define SB_CONFIG_H
 
+#include "affinity.h"
 #include "bus_limits.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct {
@@ -12,7 +14,9 @@ typedef struct {
     char *command;  /* as written in the file */
     char *resolved; /* the executable found: command itself, or via PATH */
     char **argv;    /* NULL-terminated: resolved path as argv[0], then args */
-    int instances;
+    int instances;      /* with per_connection: the most workers at once */
+    bool affinity;      /* "affinity": "connection" (SB-X-10) */
+    bool per_connection; /* "spawn": "per_connection" (SB-X-15) */
 } sb_pool_config;
 
 typedef enum { SB_ORPHAN_DISCARD = 0, SB_ORPHAN_ERROR } sb_orphan_policy;
@@ -23,6 +27,7 @@ typedef struct {
     int worker_count; /* sum of instances */
     sb_limits limits;
     sb_orphan_policy orphan_policy;
+    sb_affinity_mode affinity; /* the pools', which all agree (SB-X-10) */
 } sb_config;
 
 /* Parses and validates the JSON text text[0..len). On success returns 0

@@ -54,6 +54,7 @@ typedef struct {
     int held_count;
     sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
     int ending_count;
+    int closing_count; /* clients closed once their output is written (SB-X-14) */
     int full_outputs; /* peers whose output is over its cap */
     int orphans;      /* pending requests of clients that have left (SB-I-23, SB-I-47) */
     bool pending_full; /* the pending table is full, and it was said */
@@ -97,7 +98,8 @@ static void rare_at(sb_daemon *d, int64_t t) {
 /* ---- interest and lifecycle of peers --------------------------------- */
 
 static bool may_read(const sb_daemon *d, const sb_peer *p) {
-    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on || p->held_since_ms)
+    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on || p->held_since_ms ||
+        p->closing_since_ms)
         return false;
     if (p->kind == SB_PEER_CLIENT)
         return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
@@ -107,6 +109,13 @@ static bool may_read(const sb_daemon *d, const sb_peer *p) {
 
 static void on_client_event(void *data, int fd, short revents);
 static void on_worker_event(void *data, int fd, short revents);
+/* Connection affinity (SB-X-10..SB-X-16), at the end of the file. */
+static bool affinity_attach(sb_daemon *d, sb_peer *c);
+static void affinity_detach(sb_daemon *d, sb_peer *c);
+static bool affinity_worker_exited(sb_daemon *d, sb_worker *w);
+static void affinity_close_if_flushed(sb_daemon *d, sb_peer *c);
+static void affinity_check_closing(sb_daemon *d, int64_t now);
+static int64_t affinity_next_deadline(const sb_daemon *d, int64_t next);
 
 static void update_interest(sb_daemon *d, sb_peer *p) {
     short in_events = may_read(d, p) ? POLLIN : 0;
@@ -304,6 +313,7 @@ static void flush_dirty(sb_daemon *d) {
         if (!sb_outq_over(&p->out))
             set_full(d, p, false);
         update_interest(d, p);
+        affinity_close_if_flushed(d, p);
     }
     d->dirty_count = 0;
 }
@@ -370,6 +380,8 @@ static bool route_from_client(sb_daemon *d, sb_peer *c, const char *line, size_t
             format_tokens(&r.fields, tokens, sizeof tokens);
             sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens, r.new_session ? " (new session)" : "");
         }
+        if (r.new_binding) /* SB-X-11 */
+            sb_info(c->name, "bound to %s (affinity)", w->peer.name);
         send_line(d, &w->peer, line, len, c); /* SB-5.1.1-3: the bytes as received */
         return true;
     }
@@ -418,8 +430,8 @@ static void route_from_worker(sb_daemon *d, sb_worker *w, const char *line, size
 static int process_lines(sb_daemon *d, sb_peer *p) {
     const char *line;
     long n;
-    if (p->held_since_ms)
-        return STDIO_BUS_OK; /* SB-I-45: its next line waits */
+    if (p->held_since_ms || p->closing_since_ms)
+        return STDIO_BUS_OK; /* SB-I-45: its next line waits; SB-X-14: nothing more is routed */
     while (!p->blocked_on && !p->doomed) {
         if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
             return STDIO_BUS_OK; /* a failed worker's further output is not routed */
@@ -557,6 +569,7 @@ static void client_close(sb_daemon *d, sb_peer *c) {
                                            log_client_request_dropped, c);
     d->orphans += pending;
     sb_pending_drop_receiver(&d->router.upstream, c->index, NULL, NULL);
+    affinity_detach(d, c);
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
     if (c->full_since_ms) {
@@ -574,6 +587,8 @@ static void client_close(sb_daemon *d, sb_peer *c) {
     release_waiters(d, c);
     if (c->held_since_ms)
         unhold_client(d, c);
+    if (c->closing_since_ms)
+        d->closing_count--;
     if (c->in_fd >= 0) {
         sb_loop_del(&d->loop, c->in_fd);
         if (c->in_fd > STDERR_FILENO)
@@ -693,6 +708,7 @@ static void on_client_event(void *data, int fd, short revents) {
         if (!sb_outq_over(&c->out))
             set_full(d, c, false);
         update_interest(d, c);
+        affinity_close_if_flushed(d, c);
     }
     if (c->in_eof && fd == c->in_fd && (revents & (POLLHUP | POLLERR))) {
         /* SB-I-41: after a half-close, the peer is now gone both ways */
@@ -786,6 +802,8 @@ static void on_listen_event(void *data, int fd, short revents) {
             continue;
         }
         sb_info(c->name, "connected");
+        if (!affinity_attach(d, c))
+            client_close(d, c); /* SB-X-15 */
     }
 }
 
@@ -981,7 +999,9 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
         sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",
                 sb_frame_pending(&w->peer.in));
     /* An exit we asked for is news, not a warning. */
-    sb_log_level level = d->phase >= SB_PHASE_DRAINING ? SB_LOG_INFO : SB_LOG_WARN;
+    bool asked = d->phase >= SB_PHASE_DRAINING ||
+                 (w->pool->per_connection && !sb_affinity_count(&d->router.affinity, w->id));
+    sb_log_level level = asked ? SB_LOG_INFO : SB_LOG_WARN; /* SB-X-16: its client left */
     if (WIFSIGNALED(status))
         sb_log(level, w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
                strsignal(WTERMSIG(status)));
@@ -1006,6 +1026,8 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
     w->kill_at_ms = 0;
     w->lost_ms = 0;
 
+    if (affinity_worker_exited(d, w))
+        return; /* SB-X-15: a per-connection slot waits for its next connection */
     if (d->phase >= SB_PHASE_DRAINING)
         return;
     /* SB-7.1.3-1..3, SB-I-9, SB-I-10 */
@@ -1076,6 +1098,109 @@ static void reap_children(sb_daemon *d) {
             }
         }
     }
+}
+
+/* ---- connection affinity (SB-X-10..SB-X-16) ------------------------ */
+
+/* SB-X-15: a connection to a per_connection pool gets a worker of its own,
+ * spawned now, before its first line is read (as SB-I-38), in a slot whose
+ * last process has been reaped. Returns false when there is none (every
+ * slot in use, or the spawn failed): the caller closes the connection. */
+static bool affinity_attach(sb_daemon *d, sb_peer *c) {
+    if (d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
+        return true;
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        if (w->pid > 0)
+            continue;
+        if (worker_spawn(d, w) < 0) {
+            sb_warn(c->name, "refused: its worker could not be started");
+            return false;
+        }
+        sb_affinity_bind(&d->router.affinity, c->index, w->id);
+        sb_info(c->name, "bound to %s, started for it", w->peer.name);
+        return true;
+    }
+    sb_warn(c->name, "refused: all %d worker(s) of the per_connection pool are in use",
+            d->worker_count);
+    return false;
+}
+
+/* The client leaves: it is unbound, and (SB-X-16) its own worker is
+ * stopped as at shutdown: stdin closed, SIGTERM, SIGKILL after
+ * drain_timeout_sec. */
+static void affinity_detach(sb_daemon *d, sb_peer *c) {
+    if (d->cfg->affinity == SB_AFFINITY_NONE)
+        return;
+    int id = sb_affinity_unbind(&d->router.affinity, c->index);
+    if (id < 0 || d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
+        return;
+    sb_worker *w = &d->workers[id];
+    if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
+        return; /* already on its way out */
+    sb_info(w->peer.name, "its client left: stopping it");
+    w->state = SB_WORKER_STOPPING;
+    worker_stdin_lost(d, w); /* closes its stdin; no longer RUNNING, so no grace timer */
+    w->kill_at_ms = now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    sb_worker_signal(w, SIGTERM);
+    update_interest(d, &w->peer);
+}
+
+/* SB-X-14: a worker's exit ends the connections bound to it, whose server
+ * state is gone with it (as the MCP stdio transport ends when its server
+ * dies). What the worker wrote before exiting has been routed (SB-I-40):
+ * the client is no longer read, and is closed once its output queue is
+ * written, or after drain_timeout_sec. At shutdown the connections stay
+ * until the end (SB-I-21). Returns true for a per_connection slot, which
+ * is not restarted (SB-X-15). */
+static bool affinity_worker_exited(sb_daemon *d, sb_worker *w) {
+    if (d->cfg->affinity == SB_AFFINITY_NONE)
+        return false;
+    int client;
+    while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
+        sb_affinity_unbind(&d->router.affinity, client);
+        sb_peer *c = &d->clients[client];
+        if (d->phase >= SB_PHASE_DRAINING || c->doomed || c->closing_since_ms)
+            continue;
+        sb_warn(c->name, "its worker %d exited: closing the connection once its output is written",
+                w->id);
+        c->closing_since_ms = now_ms();
+        d->closing_count++;
+        update_interest(d, c);
+        if (!c->dirty)
+            affinity_close_if_flushed(d, c);
+    }
+    return w->pool->per_connection;
+}
+
+/* A closing client whose output queue is empty is closed now. */
+static void affinity_close_if_flushed(sb_daemon *d, sb_peer *c) {
+    if (c->closing_since_ms && c->kind == SB_PEER_CLIENT && sb_outq_len(&c->out) == 0)
+        doom(d, c);
+}
+
+static void affinity_check_closing(sb_daemon *d, int64_t now) {
+    int64_t limit = (int64_t)d->limits->drain_timeout_sec * 1000;
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        sb_peer *c = &d->clients[i];
+        if (c->kind == SB_PEER_CLIENT && c->closing_since_ms && !c->doomed &&
+            now - c->closing_since_ms >= limit) {
+            sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
+                    d->limits->drain_timeout_sec);
+            doom(d, c);
+        }
+    }
+}
+
+static int64_t affinity_next_deadline(const sb_daemon *d, int64_t next) {
+    int64_t limit = (int64_t)d->limits->drain_timeout_sec * 1000;
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        const sb_peer *c = &d->clients[i];
+        if (c->kind == SB_PEER_CLIENT && c->closing_since_ms && !c->doomed &&
+            c->closing_since_ms + limit < next)
+            next = c->closing_since_ms + limit;
+    }
+    return next;
 }
 
 /* ---- shutdown (spec 10) --------------------------------------------- */
@@ -1302,6 +1427,8 @@ static void check_timers(sb_daemon *d, int64_t now) {
             w->kill_at_ms = 0;
         }
     }
+    if (d->closing_count)
+        affinity_check_closing(d, now);
     for (int i = 0; i < d->held_count; i++) { /* SB-I-45 */
         sb_peer *c = d->held[i];
         if (!c->doomed && now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
@@ -1358,6 +1485,8 @@ static int64_t next_deadline(const sb_daemon *d) {
         if (at < next)
             next = at;
     }
+    if (d->closing_count)
+        next = affinity_next_deadline(d, next);
     if (d->phase == SB_PHASE_LINGER && d->linger_deadline_ms < next)
         next = d->linger_deadline_ms;
     if (d->phase == SB_PHASE_DRAINING && d->drain_deadline_ms < next)
@@ -1411,7 +1540,8 @@ static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt
     if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
         !d->held || !d->ending ||
         sb_loop_init(&d->loop) < 0 ||
-        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0) {
+        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
+        sb_router_set_affinity(&d->router, cfg->affinity) < 0) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }
@@ -1482,11 +1612,12 @@ static int open_clients(sb_daemon *d, const sb_options *opt) {
         }
         fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags | O_NONBLOCK);
         fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags | O_NONBLOCK);
-        if (!client_open(d, STDIN_FILENO, STDOUT_FILENO)) {
+        sb_peer *c = client_open(d, STDIN_FILENO, STDOUT_FILENO);
+        if (!c) {
             sb_error(NULL, "out of memory");
             return STDIO_BUS_ERR;
         }
-        return STDIO_BUS_OK;
+        return affinity_attach(d, c) ? STDIO_BUS_OK : STDIO_BUS_ERR; /* SB-X-15 */
     }
     if (opt->mode == SB_MODE_UNIX) {
         d->listen_fd = sb_net_listen_unix(opt->address, &d->unix_id, err, sizeof err);
@@ -1525,8 +1656,8 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         }
     }
     /* Workers first, so a client's first line finds them running. */
-    for (int i = 0; rc == 0 && i < d.worker_count; i++) /* SB-3.1-2 */
-        if (worker_spawn(&d, &d.workers[i]) < 0)
+    for (int i = 0; rc == 0 && i < d.worker_count; i++) /* SB-3.1-2; SB-X-15: not per connection */
+        if (!d.workers[i].pool->per_connection && worker_spawn(&d, &d.workers[i]) < 0)
             d.workers[i].restart_at_ms = now_ms() + d.limits->restart_backoff_ms;
     if (rc == 0)
         rc = open_clients(&d, opt);

@@ -24,11 +24,20 @@ void sb_router_fini(sb_router *r) {
     sb_sessions_fini(&r->sessions);
     sb_pending_fini(&r->requests);
     sb_pending_fini(&r->upstream);
+    sb_affinity_fini(&r->affinity);
     free(r->running);
     memset(r, 0, sizeof *r);
 }
 
 void sb_router_set_running(sb_router *r, int worker, bool running) { r->running[worker] = running; }
+
+int sb_router_set_affinity(sb_router *r, sb_affinity_mode mode) {
+    if (mode != SB_AFFINITY_NONE &&
+        sb_affinity_init(&r->affinity, r->worker_count, r->client_slots) < 0)
+        return STDIO_BUS_ERR;
+    r->affinity_mode = mode;
+    return STDIO_BUS_OK;
+}
 
 size_t sb_router_token_len(const sb_token *t) {
     return t->type == SB_JSON_STRING ? t->raw_len - 2 : t->raw_len;
@@ -95,6 +104,7 @@ static sb_idkey key_of(const sb_token *id) {
 
 #define SB_PICK_NONE (-1) /* no worker is running */
 #define SB_PICK_BUSY (-2) /* every running worker holds this id (SB-I-45) */
+#define SB_PICK_DOWN (-3) /* the connection's worker is not running (SB-X-11) */
 
 /* A request's pending entry, made as its worker is chosen (SB-6.2-1..3). */
 typedef struct {
@@ -129,6 +139,30 @@ static int pick_worker(sb_router *r, const sb_request_key *q) {
         return w;
     }
     return busy;
+}
+
+/* SB-X-11: a connection's messages without sessionId go to the worker it
+ * is bound to; an unbound connection is bound to the worker round-robin
+ * picks for its first one. Under SB_AFFINITY_EXCLUSIVE the daemon binds
+ * each connection as it spawns its worker, and nothing is picked for an
+ * unbound one: every worker belongs to another connection (SB-X-15). */
+static int pick_bound(sb_router *r, int client, const sb_request_key *q, sb_route *d) {
+    int w = sb_affinity_worker(&r->affinity, client);
+    if (w == SB_AFFINITY_UNBOUND) {
+        if (r->affinity_mode == SB_AFFINITY_EXCLUSIVE)
+            return SB_PICK_NONE;
+        w = pick_worker(r, q);
+        if (w >= 0) {
+            sb_affinity_bind(&r->affinity, client, w);
+            d->new_binding = true;
+        }
+        return w;
+    }
+    if (!r->running[w])
+        return SB_PICK_DOWN;
+    if (q && !record_on(r, w, q))
+        return SB_PICK_BUSY; /* SB-I-45 */
+    return w;
 }
 
 static void hold(sb_route *d) {
@@ -203,13 +237,15 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
                 drop(&d, SB_WHY_SESSIONS_FULL); /* SB-I-18 */
                 return d;
             }
-            target = pick_worker(r, request);
+            /* SB-X-15: a connection with its own worker keeps its sessions there */
+            target = r->affinity_mode == SB_AFFINITY_EXCLUSIVE ? pick_bound(r, client, request, &d)
+                                                               : pick_worker(r, request);
             if (target == SB_PICK_BUSY) {
                 hold(&d); /* SB-I-45 */
                 return d;
             }
             if (target < 0) {
-                drop(&d, SB_WHY_NO_WORKER); /* SB-I-12 */
+                drop(&d, target == SB_PICK_DOWN ? SB_WHY_WORKER_DOWN : SB_WHY_NO_WORKER); /* SB-I-12 */
                 return d;
             }
             /* SB-6.1.1-2, SB-6.1.1-3 */
@@ -217,13 +253,14 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
             d.new_session = true;
         }
     } else {
-        target = pick_worker(r, request); /* SB-6.1.3: no Session entry is created */
+        /* SB-6.1.3: no Session entry is created */
+        target = r->affinity_mode ? pick_bound(r, client, request, &d) : pick_worker(r, request);
         if (target == SB_PICK_BUSY) {
             hold(&d); /* SB-I-45 */
             return d;
         }
         if (target < 0) {
-            drop(&d, SB_WHY_NO_WORKER);
+            drop(&d, target == SB_PICK_DOWN ? SB_WHY_WORKER_DOWN : SB_WHY_NO_WORKER);
             return d;
         }
     }
@@ -268,6 +305,19 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
         d.target = s->client;
         return d;
     }
+    if (r->affinity_mode) { /* SB-X-12 */
+        int client = sb_affinity_client(&r->affinity, worker);
+        if (client < 0) { /* never a guess, never a broadcast */
+            drop(&d, client == SB_AFFINITY_SHARED ? SB_WHY_SHARED_WORKER : SB_WHY_UNBOUND_WORKER);
+            return d;
+        }
+        if (has_id && d.fields.method.type != SB_JSON_ABSENT)
+            /* SB-X-13: the client's answer goes back to this worker (SB-I-14) */
+            sb_pending_add(&r->upstream, client, worker, key_of(id), NULL, 0);
+        d.action = SB_ROUTE_TO_CLIENT;
+        d.target = client;
+        return d;
+    }
     drop(&d, SB_WHY_UNROUTABLE); /* SB-6.3.3 */
     return d;
 }
@@ -291,6 +341,9 @@ const char *sb_router_why(sb_route_why why) {
     case SB_WHY_UNKNOWN_SESSION: return "sessionId not in the session table";
     case SB_WHY_UNROUTABLE: return "neither a response with an id nor a sessionId";
     case SB_WHY_NO_REQUEST: return "client response matches no request";
+    case SB_WHY_WORKER_DOWN: return "the connection's worker is not running";
+    case SB_WHY_UNBOUND_WORKER: return "no sessionId, and no client is bound to the worker";
+    case SB_WHY_SHARED_WORKER: return "no sessionId, and several clients are bound to the worker";
     case SB_WHY_ID_IN_USE: return "an id of the same value is pending on the worker";
     }
     return "?";

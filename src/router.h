@@ -6,6 +6,7 @@
 #ifndef SB_ROUTER_H
 #define SB_ROUTER_H
 
+#include "affinity.h"
 #include "fields.h"
 #include "pending.h"
 #include "sessions.h"
@@ -42,6 +43,9 @@ typedef enum {
     SB_WHY_UNKNOWN_SESSION,
     SB_WHY_UNROUTABLE,
     SB_WHY_NO_REQUEST,
+    SB_WHY_WORKER_DOWN,    /* SB-X-11: the connection's worker is not running */
+    SB_WHY_UNBOUND_WORKER, /* SB-X-12: no sessionId, and no client is bound to the worker */
+    SB_WHY_SHARED_WORKER,  /* SB-X-12: no sessionId, and several clients are bound to it */
     /* HOLD */
     SB_WHY_ID_IN_USE
 } sb_route_why;
@@ -53,6 +57,7 @@ typedef struct {
     int other;         /* FOREIGN_SESSION: the owning client */
     bool is_request;   /* a client line with an id and no result/error */
     bool new_session;  /* SB-6.1.1: the line created its session */
+    bool new_binding;  /* SB-X-11: the line bound its connection to the worker */
     sb_fields fields;  /* raw tokens point into the line */
 } sb_route;
 
@@ -64,6 +69,8 @@ typedef struct {
     int worker_count;
     int client_slots;
     int rr_next;         /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
+    sb_affinity_mode affinity_mode; /* SB_AFFINITY_NONE unless sb_router_set_affinity */
+    sb_affinity affinity;           /* allocated only when affinity_mode is set */
 } sb_router;
 
 /* Allocates every table once, sized from the hard limits. Workers start
@@ -72,6 +79,15 @@ int sb_router_init(sb_router *r, int workers, int client_slots);
 void sb_router_fini(sb_router *r);
 
 void sb_router_set_running(sb_router *r, int worker, bool running);
+
+/* Turns on connection affinity (SB-X-11..SB-X-15); call once, after init.
+ * Returns 0 or STDIO_BUS_ERR (out of memory). With SB_AFFINITY_CONNECTION
+ * a client is bound to the worker round-robin picks for its first message
+ * without a sessionId; with SB_AFFINITY_EXCLUSIVE the caller binds it
+ * (r->affinity, sb_affinity_bind) when it spawns the client's worker, and
+ * the client's new sessions go to that worker too. The caller unbinds a
+ * client that leaves. */
+int sb_router_set_affinity(sb_router *r, sb_affinity_mode mode);
 
 sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_t len);
 sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_t len);

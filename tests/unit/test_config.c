@@ -509,6 +509,63 @@ Test(config, orphan_policy_other_values_name_the_field) {
     expect_error(parse("{\"pools\":[" POOL_SH "],\"orphan_policy\":1}"), "orphan_policy:", NULL);
 }
 
+/* ---- affinity and spawn (SB-X-10, SB-X-15) ----------------------------- */
+
+#define POOL_AFF(id, extra) "{\"id\":\"" id "\",\"command\":\"/bin/sh\",\"instances\":2" extra "}"
+
+Test(config, affinity_defaults_to_none) {
+    expect_ok(parse(ONE_POOL));
+    cr_assert_eq(cfg.affinity, SB_AFFINITY_NONE);
+    cr_assert(!cfg.pools[0].affinity && !cfg.pools[0].per_connection);
+}
+
+Test(config, affinity_connection_and_none_are_accepted) {
+    expect_ok(parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":\"connection\"") "]}"));
+    cr_assert_eq(cfg.affinity, SB_AFFINITY_CONNECTION);
+    cr_assert_eq(warns.count, 0);
+    release();
+    expect_ok(parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":\"none\",\"spawn\":\"at_start\"") "]}"));
+    cr_assert_eq(cfg.affinity, SB_AFFINITY_NONE);
+    cr_assert_eq(warns.count, 0);
+}
+
+Test(config, spawn_per_connection_implies_connection_affinity) {
+    expect_ok(parse("{\"pools\":[" POOL_AFF("p", ",\"spawn\":\"per_connection\"") "]}"));
+    cr_assert_eq(cfg.affinity, SB_AFFINITY_EXCLUSIVE);
+    cr_assert(cfg.pools[0].affinity && cfg.pools[0].per_connection);
+    release();
+    expect_ok(parse("{\"pools\":[" POOL_AFF("p", ",\"spawn\":\"per_connection\",\"affinity\":\"connection\"") "]}"));
+    cr_assert_eq(cfg.affinity, SB_AFFINITY_EXCLUSIVE);
+}
+
+Test(config, affinity_and_spawn_other_values_name_the_field) {
+    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":\"Connection\"") "]}"),
+                 "pools[0].affinity:", "\"connection\"");
+    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":true") "]}"), "pools[0].affinity:",
+                 NULL);
+    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"spawn\":\"lazy\"") "]}"), "pools[0].spawn:",
+                 "\"per_connection\"");
+    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"spawn\":\"per_connection\",\"affinity\":\"none\"") "]}"),
+                 "pools[0].spawn:", "needs");
+}
+
+Test(config, pools_must_agree_on_affinity) {
+    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") "," POOL_AFF("b", "") "]}"),
+                 "pools[1]:", "same \"affinity\"");
+    expect_ok(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") ","
+                    POOL_AFF("b", ",\"affinity\":\"connection\"") "]}"));
+    cr_assert_eq(cfg.affinity, SB_AFFINITY_CONNECTION);
+}
+
+Test(config, a_per_connection_pool_is_the_only_pool) {
+    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"spawn\":\"per_connection\"") ","
+                       POOL_AFF("b", ",\"spawn\":\"per_connection\"") "]}"),
+                 "pools[1]:", "only pool");
+    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") ","
+                       POOL_AFF("b", ",\"spawn\":\"per_connection\"") "]}"),
+                 "pools[1]:", "only pool");
+}
+
 /* ---- not JSON, not an object ------------------------------------------ */
 
 Test(config, invalid_json_is_reported_with_an_offset) {

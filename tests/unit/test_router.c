@@ -639,7 +639,7 @@ Test(router, full_upstream_table_still_delivers_the_worker_request) {
 /* ---- sb_router_why, sb_router_token_len -------------------------------- */
 
 Test(router, every_reason_has_a_text) {
-    for (int why = SB_WHY_NONE; why <= SB_WHY_NO_REQUEST; why++) {
+    for (int why = SB_WHY_NONE; why <= SB_WHY_ID_IN_USE; why++) {
         const char *text = sb_router_why((sb_route_why)why);
         cr_assert_not_null(text);
         cr_assert_str_neq(text, "?", "reason %d has no text", why);
