@@ -7,14 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "status.h"
+#include "common/diag.h"
 
 static void die_oom(void)
 {
-    static const char msg[] = "mock_worker: out of memory\n";
-    ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)r;
-    _exit(MW_EXIT_IO);
+    mc_diag_oom();
 }
 
 void *mw_xmalloc(size_t n)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/diag.h"
 #include "buf.h"
 #include "clock.h"
 #include "log.h"
@@ -27,7 +28,7 @@ static bool is_blank(const char *p, size_t n)
 static char *raw_copy(const char *line, size_t len, const char *key)
 {
     mw_span sp;
-    if (mw_raw_field(line, len, key, &sp) != MW_OK)
+    if (mw_raw_field(line, len, key, &sp) != MC_OK)
         return NULL;
     return mw_xstrndup(sp.p, sp.n);
 }
@@ -62,7 +63,7 @@ static const cJSON *mock_of(const cJSON *msg)
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     const cJSON *mock = cJSON_GetObjectItemCaseSensitive(params, "mock");
     if (mock && !cJSON_IsObject(mock)) {
-        mw_log_diag("params.mock is not an object: ignored");
+        mc_diag_note("params.mock is not an object: ignored");
         return NULL;
     }
     return mock;
@@ -84,7 +85,7 @@ static bool apply_actions(mw_worker *w, const cJSON *mock)
             mw_worker_terminate(w, 0, signo);
             return true;
         }
-        mw_log_diag("unknown signal '%s' in params.mock.signal: ignored", it->valuestring);
+        mc_diag_note("unknown signal '%s' in params.mock.signal: ignored", it->valuestring);
     }
     it = cJSON_GetObjectItemCaseSensitive(mock, "stall");
     if (cJSON_IsString(it)) {
@@ -93,7 +94,7 @@ static bool apply_actions(mw_worker *w, const cJSON *mock)
         else if (strcmp(it->valuestring, "write") == 0)
             mw_out_stall(&w->out);
         else
-            mw_log_diag("unknown stall '%s': ignored", it->valuestring);
+            mc_diag_note("unknown stall '%s': ignored", it->valuestring);
     }
     return false;
 }
@@ -196,7 +197,7 @@ static void handle_request(mw_worker *w, const cJSON *msg, const char *line, siz
     r->params_raw = raw_copy(line, len, "params");
     r->cancelled_query = strcmp(method->valuestring, "mock/cancelled") == 0;
     if (!r->id_raw || !r->method_raw) { /* cJSON accepted what raw.c cannot read */
-        mw_log_diag("cannot locate the raw id/method tokens: ignored");
+        mc_diag_note("cannot locate the raw id/method tokens: ignored");
         mw_req_free(r);
         return;
     }
@@ -221,11 +222,11 @@ static void handle_notification(mw_worker *w, const cJSON *msg, const char *meth
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
         const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
         if (!rid) {
-            mw_log_diag("notifications/cancelled without params.requestId: ignored");
+            mc_diag_note("notifications/cancelled without params.requestId: ignored");
         } else {
             char *norm = render(rid);
-            if (mw_req_cancel(w, norm) != MW_OK)
-                mw_log_diag("cancellation of %s matches no cancellable request: ignored", norm);
+            if (mw_req_cancel(w, norm) != MC_OK)
+                mc_diag_note("cancellation of %s matches no cancellable request: ignored", norm);
             free(norm);
         }
     }
@@ -239,13 +240,13 @@ static void handle_response(mw_worker *w, const cJSON *msg, const char *line, si
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
     if (!id) {
-        mw_log_diag("response without an id: ignored");
+        mc_diag_note("response without an id: ignored");
         return;
     }
     char *norm = render(id);
     mw_span sp = mw_raw_trim(line, len);
-    if (mw_req_client_reply(w, norm, sp.p, sp.n, now) != MW_OK)
-        mw_log_diag("response to %s, which no request of mine is waiting for: recorded", norm);
+    if (mw_req_client_reply(w, norm, sp.p, sp.n, now) != MC_OK)
+        mc_diag_note("response to %s, which no request of mine is waiting for: recorded", norm);
     free(norm);
 }
 
@@ -275,13 +276,13 @@ static void handle(mw_worker *w, const char *line, size_t len, int64_t now)
     const char *end = NULL;
     cJSON *msg = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!msg || !only_ws(end, line + len) || !cJSON_IsObject(msg)) {
-        mw_log_diag("input line of %zu bytes is not a JSON object: ignored", len);
+        mc_diag_note("input line of %zu bytes is not a JSON object: ignored", len);
         cJSON_Delete(msg);
         return;
     }
     const char *foreign = w->opts->strict_members ? foreign_member(msg) : NULL;
     if (foreign) {
-        mw_log_diag("member '%s' is not JSON-RPC: message dropped (--strict-members)", foreign);
+        mc_diag_note("member '%s' is not JSON-RPC: message dropped (--strict-members)", foreign);
         cJSON_Delete(msg);
         return;
     }
@@ -289,7 +290,7 @@ static void handle(mw_worker *w, const char *line, size_t len, int64_t now)
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
     if (method) {
         if (!cJSON_IsString(method)) {
-            mw_log_diag("method is not a string: ignored");
+            mc_diag_note("method is not a string: ignored");
         } else if (w->opts->exit_on && strcmp(method->valuestring, w->opts->exit_on) == 0) {
             mw_worker_terminate(w, w->opts->exit_status, w->opts->signo);
         } else if (id) {
@@ -301,7 +302,7 @@ static void handle(mw_worker *w, const char *line, size_t len, int64_t now)
                cJSON_GetObjectItemCaseSensitive(msg, "error")) {
         handle_response(w, msg, line, len, now);
     } else {
-        mw_log_diag("object with neither method nor result/error: ignored");
+        mc_diag_note("object with neither method nor result/error: ignored");
     }
     cJSON_Delete(msg);
 }

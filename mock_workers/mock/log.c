@@ -1,11 +1,9 @@
-/* Event log, pid file and diagnostics (see log.h). */
+/* Event log and pid file (see log.h). */
 #include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,9 +16,9 @@ int mw_log_open(mw_log *l, const char *path, const char *worker)
     l->fd = -1;
     l->worker = worker ? worker : "-";
     if (!path)
-        return MW_OK;
+        return MC_OK;
     l->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    return l->fd < 0 ? MW_ERR : MW_OK;
+    return l->fd < 0 ? MC_ERR : MC_OK;
 }
 
 void mw_log_close(mw_log *l)
@@ -58,32 +56,10 @@ int mw_log_pidfile(const char *path)
 {
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return MW_ERR;
+        return MC_ERR;
     char line[32];
     int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
     write_once(fd, line, (size_t)n);
     close(fd);
-    return MW_OK;
-}
-
-void mw_log_diag(const char *fmt, ...)
-{
-    mw_buf b;
-    mw_buf_init(&b);
-    mw_buf_printf(&b, "mock_worker[%ld]: ", (long)getpid());
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) {
-        char *msg = mw_xmalloc((size_t)n + 1);
-        va_start(ap, fmt);
-        vsnprintf(msg, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-        mw_buf_append(&b, msg, (size_t)n);
-        free(msg);
-    }
-    mw_buf_append(&b, "\n", 1);
-    write_once(STDERR_FILENO, b.data, b.len);
-    mw_buf_fini(&b);
+    return MC_OK;
 }

@@ -1,4 +1,5 @@
-/* The event log (--log), the pid file (--pidfile) and stderr diagnostics.
+/* The event log (--log) and the pid file (--pidfile). Notes on stderr are
+ * common/diag.h.
  *
  * Log record: `<CLOCK_MONOTONIC ns> <pid> <worker id or -> <dir> <data>\n`,
  * written with ONE write(2) on a file opened O_APPEND, so several worker
@@ -14,14 +15,12 @@ typedef struct mw_log {
 } mw_log;
 
 /* Opens path for appending (path may be NULL: logging off). worker may be
- * NULL. Returns MW_OK or MW_ERR (errno set). */
+ * NULL. Returns MC_OK or MC_ERR (errno set). */
 int mw_log_open(mw_log *l, const char *path, const char *worker);
 void mw_log_close(mw_log *l);
 /* Appends one record; data is len raw bytes (no newline of its own). */
 void mw_log_record(const mw_log *l, const char *dir, const char *data, size_t len);
-/* Appends `<pid>\n` to path with one write. Returns MW_OK or MW_ERR. */
+/* Appends `<pid>\n` to path with one write. Returns MC_OK or MC_ERR. */
 int mw_log_pidfile(const char *path);
-/* One line on stderr, `mock_worker[<pid>]: <message>\n`, one write. */
-void mw_log_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -4,12 +4,14 @@
  * (cJSON plus raw.c) must not inherit the daemon's bugs. See README.md. */
 #include <stdio.h>
 
+#include "common/diag.h"
 #include "opts.h"
 #include "status.h"
 #include "worker.h"
 
 int main(int argc, char **argv)
 {
+    mc_diag_init("mock_worker", MW_EXIT_IO);
     mw_opts opts;
     int rc = mw_opts_parse(&opts, argc, argv);
     if (rc == 1)
@@ -19,7 +21,7 @@ int main(int argc, char **argv)
 
     mw_worker w;
     int status = MW_EXIT_IO;
-    if (mw_worker_init(&w, &opts, argc, argv) == MW_OK)
+    if (mw_worker_init(&w, &opts, argc, argv) == MC_OK)
         status = mw_worker_run(&w);
     mw_worker_fini(&w);
     return status;

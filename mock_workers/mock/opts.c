@@ -78,10 +78,10 @@ static int parse_long(const char *name, const char *s, long lo, long hi, long *o
     if (!*s || *end || v < lo || v > hi) {
         fprintf(stderr, "mock_worker: --%s wants an integer in [%ld, %ld], got '%s'\n", name, lo,
                 hi, s);
-        return MW_EINVAL;
+        return MC_EINVAL;
     }
     *out = v;
-    return MW_OK;
+    return MC_OK;
 }
 
 static int parse_mode(const char *s, mw_mode *out)
@@ -90,11 +90,11 @@ static int parse_mode(const char *s, mw_mode *out)
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(s, modes[i]) == 0) {
             *out = (mw_mode)i;
-            return MW_OK;
+            return MC_OK;
         }
     }
     fprintf(stderr, "mock_worker: unknown mode '%s'\n", s);
-    return MW_EINVAL;
+    return MC_EINVAL;
 }
 
 static int parse_bad(const char *s, mw_bad_kind *out)
@@ -102,11 +102,11 @@ static int parse_bad(const char *s, mw_bad_kind *out)
     for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
         if (strcmp(s, bad_names[i]) == 0) {
             *out = (mw_bad_kind)i;
-            return MW_OK;
+            return MC_OK;
         }
     }
     fprintf(stderr, "mock_worker: unknown --bad kind '%s'\n", s);
-    return MW_EINVAL;
+    return MC_EINVAL;
 }
 
 static int parse_choice(const char *name, const char *s, const char *a, const char *b,
@@ -114,10 +114,10 @@ static int parse_choice(const char *name, const char *s, const char *a, const ch
 {
     if (strcmp(s, a) == 0 || strcmp(s, b) == 0) {
         *is_b = strcmp(s, b) == 0;
-        return MW_OK;
+        return MC_OK;
     }
     fprintf(stderr, "mock_worker: --%s wants %s or %s, got '%s'\n", name, a, b, s);
-    return MW_EINVAL;
+    return MC_EINVAL;
 }
 
 static int parse_one(mw_opts *o, int c, const char *arg)
@@ -125,11 +125,11 @@ static int parse_one(mw_opts *o, int c, const char *arg)
     const long big = 1L << 30;
     long v;
     bool b;
-    int rc = MW_OK;
+    int rc = MC_OK;
     switch (c) {
     case OPT_MODE: return parse_mode(arg, &o->mode);
-    case OPT_LOG: o->log_path = arg; return MW_OK;
-    case OPT_PIDFILE: o->pidfile = arg; return MW_OK;
+    case OPT_LOG: o->log_path = arg; return MC_OK;
+    case OPT_PIDFILE: o->pidfile = arg; return MC_OK;
     case OPT_EXIT_STATUS:
         rc = parse_long("exit-status", arg, 0, 255, &v);
         o->exit_status = (int)v;
@@ -137,15 +137,15 @@ static int parse_one(mw_opts *o, int c, const char *arg)
     case OPT_SIGNAL:
         o->signo = mw_signals_parse(arg);
         if (o->signo > 0)
-            return MW_OK;
+            return MC_OK;
         fprintf(stderr, "mock_worker: unknown signal '%s'\n", arg);
-        return MW_EINVAL;
+        return MC_EINVAL;
     case OPT_CRASH_AFTER: return parse_long("crash-after-ms", arg, 0, big, &o->crash_after_ms);
     case OPT_AFTER: return parse_long("after", arg, 1, big, &o->after);
-    case OPT_EXIT_ON: o->exit_on = arg; return MW_OK;
-    case OPT_IGNORE_TERM: o->ignore_sigterm = true; return MW_OK;
-    case OPT_DIE_TERM: o->die_on_sigterm = true; return MW_OK;
-    case OPT_STRICT: o->strict_members = true; return MW_OK;
+    case OPT_EXIT_ON: o->exit_on = arg; return MC_OK;
+    case OPT_IGNORE_TERM: o->ignore_sigterm = true; return MC_OK;
+    case OPT_DIE_TERM: o->die_on_sigterm = true; return MC_OK;
+    case OPT_STRICT: o->strict_members = true; return MC_OK;
     case OPT_TERM_DELAY: return parse_long("term-delay-ms", arg, 0, big, &o->term_delay_ms);
     case OPT_ON_EOF: return parse_choice("on-eof", arg, "drain", "stay", &o->eof_stay);
     case OPT_TRIGGER:
@@ -156,12 +156,12 @@ static int parse_one(mw_opts *o, int c, const char *arg)
         char *end;
         o->rate = strtod(arg, &end);
         if (*arg && !*end && o->rate >= 0 && o->rate <= 1e6)
-            return MW_OK;
+            return MC_OK;
         fprintf(stderr, "mock_worker: --rate wants a number in [0, 1e6], got '%s'\n", arg);
-        return MW_EINVAL;
+        return MC_EINVAL;
     }
     case OPT_COUNT: return parse_long("count", arg, 0, big, &o->count);
-    case OPT_SESSION: o->session = arg; return MW_OK;
+    case OPT_SESSION: o->session = arg; return MC_OK;
     case OPT_SPAM_BYTES: return parse_long("spam-bytes", arg, 0, big, &o->spam_bytes);
     case OPT_BAD: return parse_bad(arg, &o->bad);
     case OPT_BYTES: return parse_long("bytes", arg, 1, big, &o->bytes);
@@ -175,7 +175,7 @@ static int parse_one(mw_opts *o, int c, const char *arg)
     case OPT_STALL_AFTER: return parse_long("stall-after", arg, 0, big, &o->stall_after);
     case OPT_DELAY: return parse_long("delay-ms", arg, 0, big, &o->delay_ms);
     case OPT_SLEEP: return parse_long("sleep-ms", arg, 0, big, &o->sleep_ms);
-    default: return MW_EINVAL;
+    default: return MC_EINVAL;
     }
 }
 
@@ -198,14 +198,14 @@ int mw_opts_parse(mw_opts *o, int argc, char **argv)
         }
         if (c == '?' || c == ':') {
             fprintf(stderr, "mock_worker: bad option '%s'\n%s", argv[optind - 1], usage);
-            return MW_EINVAL;
+            return MC_EINVAL;
         }
         if (parse_one(o, c, optarg) < 0)
-            return MW_EINVAL;
+            return MC_EINVAL;
     }
     if (optind < argc) {
         fprintf(stderr, "mock_worker: unexpected argument '%s'\n%s", argv[optind], usage);
-        return MW_EINVAL;
+        return MC_EINVAL;
     }
-    return MW_OK;
+    return MC_OK;
 }

@@ -50,8 +50,8 @@ typedef struct mw_opts {
     long sleep_ms;         /* --sleep-ms: blocking sleep before each answer */
 } mw_opts;
 
-/* Parses argv into o (o's strings borrow from argv). Returns MW_OK, 1 when
- * --help was printed, or MW_EINVAL after a message on stderr. */
+/* Parses argv into o (o's strings borrow from argv). Returns MC_OK, 1 when
+ * --help was printed, or MC_EINVAL after a message on stderr. */
 int mw_opts_parse(mw_opts *o, int argc, char **argv);
 
 #endif

@@ -135,15 +135,15 @@ int mw_out_write(mw_out *o, int64_t now)
     while (o->head) {
         mw_unit *u = o->head;
         if (u->ready_at > now)
-            return MW_OK;
+            return MC_OK;
         size_t end = piece_end(u);
         ssize_t r = write(o->fd, u->data + u->off, end - u->off);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return MW_OK;
-            return errno == EPIPE ? MW_EOF : MW_ERR;
+                return MC_OK;
+            return errno == EPIPE ? MC_EOF : MC_ERR;
         }
         u->off += (size_t)r;
         o->queued -= (size_t)r;
@@ -161,7 +161,7 @@ int mw_out_write(mw_out *o, int64_t now)
         free(u->data);
         free(u);
     }
-    return MW_OK;
+    return MC_OK;
 }
 
 size_t mw_out_queued(const mw_out *o)

@@ -41,8 +41,8 @@ void mw_out_release(mw_out *o);
 /* Refuses all later output; what is already queued or held is still
  * written. */
 void mw_out_stall(mw_out *o);
-/* Writes what can be written now without blocking. Returns MW_OK, MW_EOF
- * when the reader is gone (EPIPE) or MW_ERR on another write error. */
+/* Writes what can be written now without blocking. Returns MC_OK, MC_EOF
+ * when the reader is gone (EPIPE) or MC_ERR on another write error. */
 int mw_out_write(mw_out *o, int64_t now);
 /* Bytes queued in units (held lines not counted). */
 size_t mw_out_queued(const mw_out *o);

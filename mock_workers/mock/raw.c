@@ -68,32 +68,32 @@ int mw_raw_field(const char *s, size_t n, const char *key, mw_span *out)
     size_t klen = strlen(key);
     size_t i = skip_ws(s, n, 0);
     if (i >= n || s[i] != '{')
-        return MW_EINVAL;
+        return MC_EINVAL;
     i = skip_ws(s, n, i + 1);
     while (i < n && s[i] == '"') {
         size_t kstart = i + 1;
         size_t kend = skip_string(s, n, i);
         if (kend == 0)
-            return MW_EINVAL;
+            return MC_EINVAL;
         i = skip_ws(s, n, kend);
         if (i >= n || s[i] != ':')
-            return MW_EINVAL;
+            return MC_EINVAL;
         i = skip_ws(s, n, i + 1);
         size_t vstart = i;
         i = skip_value(s, n, i);
         if (i == 0)
-            return MW_EINVAL;
+            return MC_EINVAL;
         if (kend - 1 - kstart == klen && memcmp(s + kstart, key, klen) == 0) {
             out->p = s + vstart;
             out->n = i - vstart;
-            return MW_OK;
+            return MC_OK;
         }
         i = skip_ws(s, n, i);
         if (i >= n || s[i] != ',')
             break;
         i = skip_ws(s, n, i + 1);
     }
-    return MW_ENOTFOUND;
+    return MC_ENOTFOUND;
 }
 
 mw_span mw_raw_trim(const char *s, size_t n)

@@ -16,7 +16,7 @@ typedef struct mw_span {
  * [s, s+n), which the caller has already validated (cJSON). The key is
  * compared as raw bytes between its quotes; the first match wins, as in
  * cJSON_GetObjectItemCaseSensitive. The span excludes surrounding
- * whitespace. Returns MW_OK, MW_ENOTFOUND, or MW_EINVAL if the text is not
+ * whitespace. Returns MC_OK, MC_ENOTFOUND, or MC_EINVAL if the text is not
  * an object. Pure: no allocation. */
 int mw_raw_field(const char *s, size_t n, const char *key, mw_span *out);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/diag.h"
 #include "buf.h"
 #include "clock.h"
 #include "log.h"
@@ -160,10 +161,8 @@ void mw_req_start(mw_worker *w, mw_req *r, int64_t now)
     if (t->n == t->cap) {
         t->cap = t->cap ? t->cap * 2 : 16;
         mw_req **v = realloc(t->v, t->cap * sizeof *v);
-        if (!v) {
-            mw_log_diag("out of memory");
-            exit(MW_EXIT_IO);
-        }
+        if (!v)
+            mc_diag_oom();
         t->v = v;
     }
     t->v[t->n++] = r;
@@ -205,9 +204,9 @@ int mw_req_client_reply(mw_worker *w, const char *id_norm, const char *line, siz
         r->client_reply = mw_xstrndup(line, len);
         if (step(w, r, now))
             remove_at(t, i);
-        return MW_OK;
+        return MC_OK;
     }
-    return MW_ENOTFOUND;
+    return MC_ENOTFOUND;
 }
 
 int mw_req_cancel(mw_worker *w, const char *id_norm)
@@ -218,14 +217,14 @@ int mw_req_cancel(mw_worker *w, const char *id_norm)
         if (!r->cancellable || strcmp(r->id_norm, id_norm) != 0)
             continue;
         mw_log_record(&w->log, "cancel", r->id_raw, strlen(r->id_raw));
-        mw_log_diag("request %s cancelled, dropped without an answer", r->id_raw);
+        mc_diag_note("request %s cancelled, dropped without an answer", r->id_raw);
         if (w->cancelled.len)
             mw_buf_puts(&w->cancelled, ",");
         mw_buf_puts(&w->cancelled, r->id_raw);
         remove_at(t, i);
-        return MW_OK;
+        return MC_OK;
     }
-    return MW_ENOTFOUND;
+    return MC_ENOTFOUND;
 }
 
 void mw_req_drop_unfinishable(mw_worker *w)
@@ -234,7 +233,7 @@ void mw_req_drop_unfinishable(mw_worker *w)
     for (size_t i = 0; i < t->n;) {
         mw_req *r = t->v[i];
         if (r->waiting_client || r->answer_at == MW_NEVER) {
-            mw_log_diag("stdin closed: dropping request %s, which can no longer finish",
+            mc_diag_note("stdin closed: dropping request %s, which can no longer finish",
                         r->id_raw);
             remove_at(t, i);
         } else {

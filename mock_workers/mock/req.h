@@ -58,11 +58,11 @@ void mw_req_step_all(mw_worker *w, int64_t now);
 /* Earliest deadline among in-flight requests, or 0. */
 int64_t mw_req_deadline(const mw_worker *w);
 /* Routes the client's response (id rendering id_norm, raw line) to the
- * request that sent "srv-N". Returns MW_OK or MW_ENOTFOUND. */
+ * request that sent "srv-N". Returns MC_OK or MC_ENOTFOUND. */
 int mw_req_client_reply(mw_worker *w, const char *id_norm, const char *line, size_t len,
                         int64_t now);
 /* Drops the oldest cancellable request whose id renders as id_norm and
- * records it. Returns MW_OK or MW_ENOTFOUND. */
+ * records it. Returns MC_OK or MC_ENOTFOUND. */
 int mw_req_cancel(mw_worker *w, const char *id_norm);
 /* At EOF: drops requests that can only end by an input that will never
  * come (a client reply, a cancellation). */

@@ -35,19 +35,19 @@ static int set_flags(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return MW_ERR;
-    return fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? MW_ERR : MW_OK;
+        return MC_ERR;
+    return fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? MC_ERR : MC_OK;
 }
 
 int mw_signals_open(void)
 {
     int fds[2];
     if (pipe(fds) < 0)
-        return MW_ERR;
+        return MC_ERR;
     if (set_flags(fds[0]) < 0 || set_flags(fds[1]) < 0) {
         close(fds[0]);
         close(fds[1]);
-        return MW_ERR;
+        return MC_ERR;
     }
     sig_write_fd = fds[1];
 
@@ -100,7 +100,7 @@ int mw_signals_parse(const char *name)
     long v = strtol(name, &end, 10);
     if (*name && !*end && v > 0 && v < 65)
         return (int)v;
-    return MW_EINVAL;
+    return MC_EINVAL;
 }
 
 const char *mw_signals_name(int signo)

@@ -7,12 +7,12 @@
 /* Installs the handlers, ignores SIGPIPE (EPIPE is handled where it
  * happens), unblocks TERM/INT in case the parent left them blocked.
  * Returns the read end of the self-pipe (owned by the caller, close it with
- * mw_signals_close) or MW_ERR. */
+ * mw_signals_close) or MC_ERR. */
 int mw_signals_open(void);
 void mw_signals_close(int fd);
 /* The next caught signal number, or 0 when none is pending. */
 int mw_signals_next(int fd);
-/* "SEGV", "SIGSEGV" or a number -> signal number; MW_EINVAL if unknown. */
+/* "SEGV", "SIGSEGV" or a number -> signal number; MC_EINVAL if unknown. */
 int mw_signals_parse(const char *name);
 /* Short name without "SIG" ("TERM"); "?" when unknown. */
 const char *mw_signals_name(int signo);

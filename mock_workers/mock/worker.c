@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/diag.h"
 #include "bad.h"
 #include "clock.h"
 #include "dispatch.h"
@@ -39,8 +40,8 @@ static int set_nonblocking(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return MW_ERR;
-    return MW_OK;
+        return MC_ERR;
+    return MC_OK;
 }
 
 static void log_start(const mw_worker *w, int argc, char **argv)
@@ -70,13 +71,13 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
     w->pool_json = env_json("STDIO_BUS_POOL_ID");
 
     if (mw_log_open(&w->log, o->log_path, getenv("STDIO_BUS_WORKER_ID")) < 0) {
-        mw_log_diag("cannot open log %s: %s", o->log_path, strerror(errno));
-        return MW_ERR;
+        mc_diag_note("cannot open log %s: %s", o->log_path, strerror(errno));
+        return MC_ERR;
     }
     mw_out_init(&w->out, STDOUT_FILENO, &w->log, o->coalesce > 1 ? (size_t)o->coalesce : 0);
     if (o->pidfile && mw_log_pidfile(o->pidfile) < 0) {
-        mw_log_diag("cannot append to pid file %s: %s", o->pidfile, strerror(errno));
-        return MW_ERR;
+        mc_diag_note("cannot append to pid file %s: %s", o->pidfile, strerror(errno));
+        return MC_ERR;
     }
     log_start(w, argc, argv);
 
@@ -86,15 +87,15 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
 
     w->sig_fd = mw_signals_open();
     if (w->sig_fd < 0) {
-        mw_log_diag("cannot set up signals: %s", strerror(errno));
-        return MW_ERR;
+        mc_diag_note("cannot set up signals: %s", strerror(errno));
+        return MC_ERR;
     }
     /* Only stdin and stdout: stderr may be shared with the daemon. */
     if (set_nonblocking(STDIN_FILENO) < 0 || set_nonblocking(STDOUT_FILENO) < 0) {
-        mw_log_diag("cannot make stdin/stdout non-blocking: %s", strerror(errno));
-        return MW_ERR;
+        mc_diag_note("cannot make stdin/stdout non-blocking: %s", strerror(errno));
+        return MC_ERR;
     }
-    return MW_OK;
+    return MC_OK;
 }
 
 void mw_worker_fini(mw_worker *w)
@@ -209,7 +210,7 @@ static void read_input(mw_worker *w)
     if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return;
-        mw_log_diag("read from stdin: %s", strerror(errno));
+        mc_diag_note("read from stdin: %s", strerror(errno));
         quit(w, MW_EXIT_IO);
         return;
     }
@@ -228,12 +229,12 @@ static void on_signals(mw_worker *w, int64_t now)
         const char *name = mw_signals_name(signo);
         mw_log_record(&w->log, "signal", name, strlen(name));
         if (signo == SIGTERM && w->opts->ignore_sigterm) {
-            mw_log_diag("SIGTERM ignored (--ignore-sigterm)");
+            mc_diag_note("SIGTERM ignored (--ignore-sigterm)");
             continue;
         }
         if (signo == SIGTERM && w->opts->die_on_sigterm) {
             /* SB-W-11 broken on purpose: the default action, death by the signal */
-            mw_log_diag("dying of SIGTERM (--die-on-sigterm)");
+            mc_diag_note("dying of SIGTERM (--die-on-sigterm)");
             signal(SIGTERM, SIG_DFL);
             raise(SIGTERM);
         }
@@ -314,7 +315,7 @@ int mw_worker_run(mw_worker *w)
             quit(w, MW_EXIT_OK);
         int rc = mw_out_write(&w->out, now);
         if (rc < 0) {
-            mw_log_diag("stdout: %s", rc == MW_EOF ? "reader gone (EPIPE)" : strerror(errno));
+            mc_diag_note("stdout: %s", rc == MC_EOF ? "reader gone (EPIPE)" : strerror(errno));
             quit(w, MW_EXIT_IO);
         }
         if (!w->pending && !w->quit && drained(w))
@@ -339,7 +340,7 @@ int mw_worker_run(mw_worker *w)
         if (pr < 0) {
             if (errno == EINTR)
                 continue;
-            mw_log_diag("poll: %s", strerror(errno));
+            mc_diag_note("poll: %s", strerror(errno));
             quit(w, MW_EXIT_IO);
             break;
         }

@@ -40,7 +40,7 @@ struct mw_worker {
 };
 
 /* Sets up logging, pid file, signals and non-blocking stdio. Returns
- * MW_OK or MW_ERR after a diagnostic. argv is logged in the start record. */
+ * MC_OK or MC_ERR after a diagnostic. argv is logged in the start record. */
 int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv);
 void mw_worker_fini(mw_worker *w);
 /* Runs until the worker exits voluntarily; returns the exit status (the

@@ -6,13 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_log.h"
+#include "common/diag.h"
 #include "ref_status.h"
 
 static void out_of_memory(void)
 {
-    ref_log_note("out of memory");
-    exit(REF_EXIT_IO);
+    mc_diag_oom();
 }
 
 void ref_buf_init(ref_buf *b)

@@ -9,12 +9,12 @@
 typedef struct scan {
     const unsigned char *p, *end;
     int depth;
-    int err; /* first error, REF_OK while none */
+    int err; /* first error, MC_OK while none */
 } scan;
 
 static bool fail(scan *s, int err)
 {
-    if (s->err == REF_OK)
+    if (s->err == MC_OK)
         s->err = err;
     return false;
 }
@@ -212,12 +212,12 @@ static bool value(scan *s)
 
 int ref_json_check(const char *p, size_t n)
 {
-    scan s = { (const unsigned char *)p, (const unsigned char *)p + n, 0, REF_OK };
+    scan s = { (const unsigned char *)p, (const unsigned char *)p + n, 0, MC_OK };
     skip_ws(&s);
     if (!value(&s))
         return s.err;
     skip_ws(&s);
-    return s.p == s.end ? REF_OK : REF_JSON_ESYNTAX;
+    return s.p == s.end ? MC_OK : REF_JSON_ESYNTAX;
 }
 
 const char *ref_json_strerror(int code)
@@ -235,18 +235,18 @@ const char *ref_json_strerror(int code)
 /* The index-th value inside a checked object or array text. */
 static int nth(ref_span text, size_t index, bool object, ref_span *out)
 {
-    scan s = { (const unsigned char *)text.p, (const unsigned char *)text.p + text.n, 0, REF_OK };
+    scan s = { (const unsigned char *)text.p, (const unsigned char *)text.p + text.n, 0, MC_OK };
     skip_ws(&s);
     if (s.p >= s.end || *s.p != (object ? '{' : '['))
-        return REF_ENOTFOUND;
+        return MC_ENOTFOUND;
     s.p++;
     for (size_t i = 0;; i++) {
         skip_ws(&s);
         if (s.p >= s.end || *s.p == (object ? '}' : ']'))
-            return REF_ENOTFOUND;
+            return MC_ENOTFOUND;
         if (object) {
             if (*s.p != '"' || !string(&s))
-                return REF_ENOTFOUND;
+                return MC_ENOTFOUND;
             skip_ws(&s);
             s.p++; /* ':' */
             skip_ws(&s);
@@ -254,15 +254,15 @@ static int nth(ref_span text, size_t index, bool object, ref_span *out)
         const unsigned char *start = s.p;
         s.depth = 0;
         if (!value(&s))
-            return REF_ENOTFOUND;
+            return MC_ENOTFOUND;
         if (i == index) {
             out->p = (const char *)start;
             out->n = (size_t)(s.p - start);
-            return REF_OK;
+            return MC_OK;
         }
         skip_ws(&s);
         if (s.p >= s.end || *s.p != ',')
-            return REF_ENOTFOUND;
+            return MC_ENOTFOUND;
         s.p++;
     }
 }
@@ -286,7 +286,7 @@ const cJSON *ref_json_get(const cJSON *obj, ref_span raw, const char *key, ref_s
     size_t index = 0;
     for (const cJSON *it = obj->child; it; it = it->next, index++) {
         if (it->string && strcmp(it->string, key) == 0) {
-            if (ref_json_member(raw, index, value) != REF_OK)
+            if (ref_json_member(raw, index, value) != MC_OK)
                 return NULL; /* cannot happen for a checked text */
             return it;
         }

@@ -33,7 +33,7 @@ typedef struct ref_span {
 #define REF_JSON_MAX_DEPTH 256
 
 /* Checks that [p, p+n) is exactly one JSON value with optional whitespace
- * around it. Returns REF_OK or one of the REF_JSON_E* codes. */
+ * around it. Returns MC_OK or one of the REF_JSON_E* codes. */
 int ref_json_check(const char *p, size_t n);
 
 /* A short English description of a REF_JSON_E* code. */
@@ -41,7 +41,7 @@ const char *ref_json_strerror(int code);
 
 /* The value span of the index-th member (0-based) of the object text, or
  * the index-th element of the array text, `text` having passed
- * ref_json_check. Returns REF_OK or REF_ENOTFOUND. */
+ * ref_json_check. Returns MC_OK or MC_ENOTFOUND. */
 int ref_json_member(ref_span text, size_t index, ref_span *value);
 int ref_json_element(ref_span text, size_t index, ref_span *value);
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "ref_buf.h"
-#include "ref_log.h"
+#include "common/diag.h"
 #include "ref_rpc.h"
 #include "ref_sig.h"
 #include "ref_state.h"
@@ -45,8 +45,8 @@ static int set_nonblocking(int fd, int *saved)
     int fl = fcntl(fd, F_GETFL);
     *saved = fl;
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return REF_ERR;
-    return REF_OK;
+        return MC_ERR;
+    return MC_OK;
 }
 
 /* Handles every complete line in the buffer; then enforces the line cap. */
@@ -69,7 +69,7 @@ static void cut_lines(loop *l)
     l->scanned = l->in.len;
     if (l->in.len > REF_LOOP_MAX_LINE) {
         if (!l->discarding) {
-            ref_log_note("parse error: line longer than %u bytes", REF_LOOP_MAX_LINE);
+            mc_diag_note("parse error: line longer than %u bytes", REF_LOOP_MAX_LINE);
             ref_rpc_parse_error(&l->st, "line too long");
         }
         l->discarding = true;
@@ -100,27 +100,27 @@ static void read_input(loop *l)
         return;
     }
     if (r < 0) {
-        ref_log_note("stdin: %s", strerror(errno));
+        mc_diag_note("stdin: %s", strerror(errno));
         l->status = REF_EXIT_IO;
     }
     /* SB-R-12: a last line without its newline is still a message. */
     if (l->in.len && !l->discarding)
         ref_rpc_line(&l->st, l->in.p, l->in.len);
     ref_buf_clear(&l->in);
-    ref_log_debug("end of input");
+    mc_diag_debug("end of input");
     close_input(l, "input closed before the client answered");
 }
 
 static void on_signal(loop *l, int signo)
 {
     if (l->st.closing) {
-        ref_log_note("signal %d: already finishing", signo);
+        mc_diag_note("signal %d: already finishing", signo);
         return;
     }
-    ref_log_note("signal %d: finishing %zu request(s) in flight, then exiting", signo,
+    mc_diag_note("signal %d: finishing %zu request(s) in flight, then exiting", signo,
                  l->st.calls.n);
     if (l->in.len)
-        ref_log_note("dropping %zu bytes of an unfinished line", l->in.len);
+        mc_diag_note("dropping %zu bytes of an unfinished line", l->in.len);
     ref_buf_clear(&l->in);
     close_input(l, "shutting down before the client answered");
 }
@@ -148,7 +148,7 @@ static int run(loop *l)
             ref_tools_drain(&l->st, l->why);
         int rc = ref_out_flush(&l->st.out);
         if (rc < 0) {
-            ref_log_note("stdout: %s; exiting", rc == REF_EOF ? "reader gone" : strerror(errno));
+            mc_diag_note("stdout: %s; exiting", rc == MC_EOF ? "reader gone" : strerror(errno));
             ref_tools_abandon(&l->st);
             return REF_EXIT_IO;
         }
@@ -169,7 +169,7 @@ static int run(loop *l)
         if (poll(pfd, n, timeout_ms(l)) < 0) {
             if (errno == EINTR)
                 continue;
-            ref_log_note("poll: %s", strerror(errno));
+            mc_diag_note("poll: %s", strerror(errno));
             ref_tools_abandon(&l->st);
             return REF_EXIT_IO;
         }
@@ -196,13 +196,13 @@ int ref_loop_run(void)
 
     l.sig_fd = ref_sig_open();
     if (l.sig_fd < 0) {
-        ref_log_note("cannot set up signals: %s", strerror(errno));
+        mc_diag_note("cannot set up signals: %s", strerror(errno));
         return REF_EXIT_IO;
     }
     int status;
     if (set_nonblocking(STDIN_FILENO, &l.flags[0]) < 0
         || set_nonblocking(STDOUT_FILENO, &l.flags[1]) < 0) {
-        ref_log_note("cannot make stdin/stdout non-blocking: %s", strerror(errno));
+        mc_diag_note("cannot make stdin/stdout non-blocking: %s", strerror(errno));
         status = REF_EXIT_IO;
     } else
         status = run(&l);

@@ -6,7 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "ref_buf.h"
-#include "ref_log.h"
+#include "common/diag.h"
 #include "ref_rpc.h"
 #include "ref_tools.h"
 
@@ -49,7 +49,7 @@ void ref_mcp_request(ref_state *st, const ref_msg *m)
     else if (strcmp(method, "tools/call") == 0)
         ref_tools_call(st, m);
     else {
-        ref_log_note("method not found: %s", method);
+        mc_diag_note("method not found: %s", method);
         ref_buf why;
         ref_buf_init(&why);
         ref_buf_addf(&why, "unknown method: %s", method);
@@ -63,5 +63,5 @@ void ref_mcp_notification(ref_state *st, const ref_msg *m)
     if (strcmp(m->method, "notifications/cancelled") == 0)
         ref_tools_cancel(st, m);
     else if (strcmp(m->method, "notifications/initialized") != 0)
-        ref_log_debug("notification ignored: %s", m->method);
+        mc_diag_debug("notification ignored: %s", m->method);
 }

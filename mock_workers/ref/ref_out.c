@@ -34,7 +34,7 @@ void ref_out_line(ref_out *o, const char *p, size_t n)
 int ref_out_flush(ref_out *o)
 {
     if (o->dead)
-        return REF_EOF;
+        return MC_EOF;
     while (o->off < o->q.len) {
         ssize_t w = write(o->fd, o->q.p + o->off, o->q.len - o->off);
         if (w < 0 && errno == EINTR)
@@ -42,7 +42,7 @@ int ref_out_flush(ref_out *o)
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;
         if (w <= 0) {
-            int rc = (w < 0 && errno == EPIPE) ? REF_EOF : REF_ERR;
+            int rc = (w < 0 && errno == EPIPE) ? MC_EOF : MC_ERR;
             o->dead = true;
             ref_buf_clear(&o->q);
             o->off = 0;
@@ -57,7 +57,7 @@ int ref_out_flush(ref_out *o)
         ref_buf_drop(&o->q, o->off);
         o->off = 0;
     }
-    return REF_OK;
+    return MC_OK;
 }
 
 size_t ref_out_pending(const ref_out *o)

@@ -23,8 +23,8 @@ void ref_out_init(ref_out *o, int fd);
 void ref_out_fini(ref_out *o);
 /* Queues p[0..n) and a newline. The caller guarantees p holds no newline. */
 void ref_out_line(ref_out *o, const char *p, size_t n);
-/* Writes what the pipe takes now. Returns REF_OK (maybe with bytes left),
- * REF_EOF when the reader is gone, REF_ERR on another write error. */
+/* Writes what the pipe takes now. Returns MC_OK (maybe with bytes left),
+ * MC_EOF when the reader is gone, MC_ERR on another write error. */
 int ref_out_flush(ref_out *o);
 /* Bytes queued and not yet written. */
 size_t ref_out_pending(const ref_out *o);

@@ -7,7 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "ref_buf.h"
-#include "ref_log.h"
+#include "common/diag.h"
 #include "ref_mcp.h"
 #include "ref_status.h"
 #include "ref_tools.h"
@@ -39,10 +39,8 @@ static void add_quoted(ref_buf *b, const char *s)
 {
     cJSON *str = cJSON_CreateString(s);
     char *text = str ? cJSON_PrintUnformatted(str) : NULL;
-    if (!text) {
-        ref_log_note("out of memory");
-        exit(REF_EXIT_IO);
-    }
+    if (!text)
+        mc_diag_oom();
     ref_buf_adds(b, text);
     cJSON_free(text);
     cJSON_Delete(str);
@@ -181,7 +179,7 @@ static void message(ref_state *st, const cJSON *json, ref_span raw, ref_batch *b
     m.origin.batch = batch;
     m.origin.slot = slot;
     if (!cJSON_IsObject(json)) {
-        ref_log_note("invalid request: not an object");
+        mc_diag_note("invalid request: not an object");
         ref_rpc_error(st, &m.origin, REF_RPC_INVALID_REQUEST, "not an object");
         return;
     }
@@ -208,7 +206,7 @@ static void message(ref_state *st, const cJSON *json, ref_span raw, ref_batch *b
             ref_rpc_silent(st, &m.origin);
             return;
         }
-        ref_log_note("invalid request: neither a request nor a response");
+        mc_diag_note("invalid request: neither a request nor a response");
         ref_rpc_error(st, &m.origin, REF_RPC_INVALID_REQUEST, "neither a request nor a response");
         return;
     }
@@ -225,19 +223,19 @@ static void message(ref_state *st, const cJSON *json, ref_span raw, ref_batch *b
     if (!why && m.params && !cJSON_IsObject(m.params) && !cJSON_IsArray(m.params))
         why = "params must be an object or an array"; /* SB-R-9 */
     if (why) {
-        ref_log_note("invalid request: %s", why);
+        mc_diag_note("invalid request: %s", why);
         ref_rpc_error(st, &m.origin, REF_RPC_INVALID_REQUEST, why);
         return;
     }
 
     m.method = method->valuestring;
     if (!id) {
-        ref_log_debug("notification %s", m.method);
+        mc_diag_debug("notification %s", m.method);
         ref_mcp_notification(st, &m);
         ref_rpc_silent(st, &m.origin); /* SB-J-10: never answered */
         return;
     }
-    ref_log_debug("request %.*s %s", (int)(id_raw.n > 64 ? 64 : id_raw.n), id_raw.p, m.method);
+    mc_diag_debug("request %.*s %s", (int)(id_raw.n > 64 ? 64 : id_raw.n), id_raw.p, m.method);
     ref_mcp_request(st, &m);
 }
 
@@ -247,7 +245,7 @@ static void batch(ref_state *st, const cJSON *json, ref_span raw)
     if (n <= 0) {
         ref_origin o;
         memset(&o, 0, sizeof o);
-        ref_log_note("invalid request: empty batch");
+        mc_diag_note("invalid request: empty batch");
         ref_rpc_error(st, &o, REF_RPC_INVALID_REQUEST, "empty batch"); /* SB-J-14 */
         return;
     }
@@ -260,7 +258,7 @@ static void batch(ref_state *st, const cJSON *json, ref_span raw)
     size_t i = 0;
     for (const cJSON *it = json->child; it; it = it->next, i++) {
         ref_span el;
-        if (ref_json_element(raw, i, &el) != REF_OK) {
+        if (ref_json_element(raw, i, &el) != MC_OK) {
             el.p = NULL; /* cannot happen for a checked text */
             el.n = 0;
         }
@@ -283,13 +281,13 @@ void ref_rpc_line(ref_state *st, const char *p, size_t n)
         return; /* SB-F-13 */
     int rc = ref_json_check(p, n);
     cJSON *json = NULL;
-    if (rc == REF_OK) {
+    if (rc == MC_OK) {
         json = cJSON_ParseWithLength(p, n);
         if (!json)
             rc = REF_JSON_ESYNTAX; /* e.g. a lone surrogate escape, "\ud800" */
     }
-    if (rc != REF_OK) {
-        ref_log_note("parse error: %s", ref_json_strerror(rc));
+    if (rc != MC_OK) {
+        mc_diag_note("parse error: %s", ref_json_strerror(rc));
         ref_rpc_parse_error(st, ref_json_strerror(rc)); /* SB-J-4 */
         return;
     }

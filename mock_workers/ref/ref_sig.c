@@ -24,19 +24,19 @@ static int prepare(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return REF_ERR;
-    return fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? REF_ERR : REF_OK;
+        return MC_ERR;
+    return fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? MC_ERR : MC_OK;
 }
 
 int ref_sig_open(void)
 {
     int fds[2];
     if (pipe(fds) < 0)
-        return REF_ERR;
+        return MC_ERR;
     if (prepare(fds[0]) < 0 || prepare(fds[1]) < 0) {
         close(fds[0]);
         close(fds[1]);
-        return REF_ERR;
+        return MC_ERR;
     }
     write_fd = fds[1];
 

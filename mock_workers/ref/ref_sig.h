@@ -5,7 +5,7 @@
 
 /* Installs the handlers, ignores SIGPIPE (EPIPE is handled where the write
  * fails) and unblocks TERM/INT in case the parent left them blocked.
- * Returns the read end of the pipe, or REF_ERR. */
+ * Returns the read end of the pipe, or MC_ERR. */
 int ref_sig_open(void);
 /* Restores the default actions and closes both ends. */
 void ref_sig_close(int fd);

@@ -10,7 +10,7 @@
 
 #include "ref_buf.h"
 #include "ref_call.h"
-#include "ref_log.h"
+#include "common/diag.h"
 #include "ref_rpc.h"
 #include "ref_status.h"
 
@@ -44,10 +44,8 @@ static const char tools_json[] =
 static char *print(const cJSON *json)
 {
     char *text = json ? cJSON_PrintUnformatted(json) : NULL;
-    if (!text) {
-        ref_log_note("out of memory");
-        exit(REF_EXIT_IO);
-    }
+    if (!text)
+        mc_diag_oom();
     return text;
 }
 
@@ -71,7 +69,7 @@ static void text_result(ref_state *st, const ref_origin *o, const char *text, bo
 
 static void invalid(ref_state *st, const ref_origin *o, const char *why)
 {
-    ref_log_note("invalid params: %s", why);
+    mc_diag_note("invalid params: %s", why);
     ref_rpc_error(st, o, REF_RPC_INVALID_PARAMS, why);
 }
 
@@ -123,7 +121,7 @@ static void tool_add(ref_state *st, const ref_msg *m, const cJSON *args)
     if (!isfinite(sum)) {
         /* Valid params, but no JSON number can carry the answer: the
          * worker failed, not the caller (SB-J-9). */
-        ref_log_note("internal error: add: the sum is not a finite number");
+        mc_diag_note("internal error: add: the sum is not a finite number");
         ref_rpc_error(st, &m->origin, REF_RPC_INTERNAL_ERROR,
                       "add: the sum is not a finite number");
         return;
@@ -164,7 +162,7 @@ static void tool_slow(ref_state *st, const ref_msg *m, const cJSON *args)
     }
     ref_call *c = ref_calls_add(&st->calls, REF_CALL_SLOW, &m->origin);
     if (!c) {
-        ref_log_note("internal error: too many requests in flight");
+        mc_diag_note("internal error: too many requests in flight");
         ref_rpc_error(st, &m->origin, REF_RPC_INTERNAL_ERROR, "too many requests in flight");
         return;
     }
@@ -190,7 +188,7 @@ static void tool_sample(ref_state *st, const ref_msg *m, const cJSON *args)
     }
     ref_call *c = ref_calls_add(&st->calls, REF_CALL_SAMPLE, &m->origin);
     if (!c) {
-        ref_log_note("internal error: too many requests in flight");
+        mc_diag_note("internal error: too many requests in flight");
         ref_rpc_error(st, &m->origin, REF_RPC_INTERNAL_ERROR, "too many requests in flight");
         return;
     }
@@ -259,7 +257,7 @@ void ref_tools_cancel(ref_state *st, const ref_msg *m)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->params, "requestId");
     if (!cJSON_IsString(id) && !cJSON_IsNumber(id)) {
-        ref_log_note("notifications/cancelled without a requestId: ignored");
+        mc_diag_note("notifications/cancelled without a requestId: ignored");
         return;
     }
     char *shown = print(id);
@@ -273,9 +271,9 @@ void ref_tools_cancel(ref_state *st, const ref_msg *m)
         any = true;
     }
     if (any)
-        ref_log_note("cancelled request %s", shown);
+        mc_diag_note("cancelled request %s", shown);
     else
-        ref_log_note("cancel: no request %s in flight (finished or unknown): ignored", shown);
+        mc_diag_note("cancel: no request %s in flight (finished or unknown): ignored", shown);
     cJSON_free(shown);
 }
 
@@ -299,7 +297,7 @@ void ref_tools_response(ref_state *st, const ref_msg *m)
     ref_call *c = seq ? ref_calls_find_sample(&st->calls, seq) : NULL;
     if (!c) {
         char *shown = id ? print(id) : NULL;
-        ref_log_note("response to no request of ours (id %s): ignored", shown ? shown : "absent");
+        mc_diag_note("response to no request of ours (id %s): ignored", shown ? shown : "absent");
         cJSON_free(shown);
         return;
     }
@@ -366,7 +364,7 @@ void ref_tools_drain(ref_state *st, const char *why)
         if (c->kind != REF_CALL_SAMPLE)
             continue;
         ref_origin o = ref_call_origin(c);
-        ref_log_note("sample call %s abandoned: %s", c->id, why);
+        mc_diag_note("sample call %s abandoned: %s", c->id, why);
         ref_rpc_error(st, &o, REF_RPC_INTERNAL_ERROR, why); /* SB-R-8 */
         ref_calls_remove(&st->calls, c);
     }

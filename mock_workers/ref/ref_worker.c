@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ref_log.h"
+#include "common/diag.h"
 #include "ref_loop.h"
 #include "ref_mcp.h"
 #include "ref_status.h"
@@ -28,6 +28,7 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
+    mc_diag_init("ref_worker", REF_EXIT_IO);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(usage, stdout);
@@ -38,7 +39,7 @@ int main(int argc, char **argv)
             return REF_EXIT_OK;
         }
         if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) {
-            ref_log_set_verbose(true);
+            mc_diag_set_verbose(true);
             continue;
         }
         fprintf(stderr, "ref_worker: unknown argument '%s'\n%s", argv[i], usage);

@@ -1,24 +1,32 @@
-/* Diagnostics on stderr (see ref_log.h). */
-#include "ref_log.h"
+/* Diagnostics on stderr (see diag.h). */
+#include "common/diag.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
 
+static const char *program = "mock_common";
+static int oom_status = 1;
 static bool verbose;
 
-void ref_log_set_verbose(bool on)
+void mc_diag_init(const char *name, int status)
+{
+    program = name;
+    oom_status = status;
+}
+
+void mc_diag_set_verbose(bool on)
 {
     verbose = on;
 }
 
-/* A fixed buffer, not ref_buf: this is also the out-of-memory path. */
+/* A fixed buffer, not mc_buf: this is also the out-of-memory path. */
 static void vnote(const char *fmt, va_list ap)
 {
     char line[1024];
     int saved = errno;
-    int n = snprintf(line, sizeof line, "ref_worker[%ld]: ", (long)getpid());
+    int n = snprintf(line, sizeof line, "%s[%ld]: ", program, (long)getpid());
     if (n < 0)
         n = 0;
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
@@ -42,7 +50,7 @@ static void vnote(const char *fmt, va_list ap)
     errno = saved;
 }
 
-void ref_log_note(const char *fmt, ...)
+void mc_diag_note(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -50,7 +58,7 @@ void ref_log_note(const char *fmt, ...)
     va_end(ap);
 }
 
-void ref_log_debug(const char *fmt, ...)
+void mc_diag_debug(const char *fmt, ...)
 {
     if (!verbose)
         return;
@@ -58,4 +66,12 @@ void ref_log_debug(const char *fmt, ...)
     va_start(ap, fmt);
     vnote(fmt, ap);
     va_end(ap);
+}
+
+void mc_diag_oom(void)
+{
+    mc_diag_note("out of memory");
+    /* _exit: no atexit handler may run now (LeakSanitizer's would turn the
+     * documented exit status into its own). */
+    _exit(oom_status);
 }
