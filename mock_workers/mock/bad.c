@@ -3,12 +3,12 @@
 
 #include <string.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
-static void add_session(mw_buf *b, const char *sid_raw)
+static void add_session(mc_buf *b, const char *sid_raw)
 {
     if (sid_raw)
-        mw_buf_printf(b, ",\"sessionId\":%s", sid_raw);
+        mc_buf_printf(b, ",\"sessionId\":%s", sid_raw);
 }
 
 bool mw_bad_emit(mw_out *out, mw_bad_kind kind, const char *id_raw, const char *sid_raw,
@@ -17,65 +17,65 @@ bool mw_bad_emit(mw_out *out, mw_bad_kind kind, const char *id_raw, const char *
     static const char binary[] = "\x00\x01\x02\x03\xff\xfe\xfd\x80\x81 binary \x00\n";
     bool replaces = false;
     bool newline = true;
-    mw_buf b;
-    mw_buf_init(&b);
+    mc_buf b;
+    mc_buf_init(&b);
     switch (kind) {
     case MW_BAD_NONJSON:
-        mw_buf_puts(&b, "this is not json");
+        mc_buf_puts(&b, "this is not json");
         break;
     case MW_BAD_TRUNCATED:
-        mw_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"trunc", id_raw);
+        mc_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"trunc", id_raw);
         break;
     case MW_BAD_NONEWLINE:
-        mw_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}", id_raw);
+        mc_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}", id_raw);
         add_session(&b, sid_raw);
-        mw_buf_puts(&b, "}");
+        mc_buf_puts(&b, "}");
         newline = false;
         replaces = true;
         break;
     case MW_BAD_BINARY:
-        mw_buf_append(&b, binary, sizeof binary - 2); /* newline added below */
+        mc_buf_append(&b, binary, sizeof binary - 2); /* newline added below */
         break;
     case MW_BAD_BADUTF8:
-        mw_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"text\":\"\xc3\x28\xa0\xa1\xff\"}",
+        mc_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"text\":\"\xc3\x28\xa0\xa1\xff\"}",
                       id_raw);
         add_session(&b, sid_raw);
-        mw_buf_puts(&b, "}");
+        mc_buf_puts(&b, "}");
         replaces = true;
         break;
     case MW_BAD_LONGLINE: {
         /* Exactly `bytes` bytes before the newline (or the bare skeleton if
          * that is longer). */
-        mw_buf tail;
-        mw_buf_init(&tail);
-        mw_buf_puts(&tail, "\"}");
+        mc_buf tail;
+        mc_buf_init(&tail);
+        mc_buf_puts(&tail, "\"}");
         add_session(&tail, sid_raw);
-        mw_buf_puts(&tail, "}");
-        mw_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"pad\":\"", id_raw);
+        mc_buf_puts(&tail, "}");
+        mc_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"pad\":\"", id_raw);
         size_t skeleton = b.len + tail.len;
         if ((size_t)bytes > skeleton)
-            mw_buf_fill(&b, 'x', (size_t)bytes - skeleton);
-        mw_buf_append(&b, tail.data, tail.len);
-        mw_buf_fini(&tail);
+            mc_buf_fill(&b, 'x', (size_t)bytes - skeleton);
+        mc_buf_append(&b, tail.data, tail.len);
+        mc_buf_fini(&tail);
         replaces = true;
         break;
     }
     case MW_BAD_UNKNOWN_ID:
-        mw_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":\"mock-unknown-id\",\"result\":{}");
+        mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":\"mock-unknown-id\",\"result\":{}");
         add_session(&b, sid_raw);
-        mw_buf_puts(&b, "}");
+        mc_buf_puts(&b, "}");
         break;
     case MW_BAD_UNKNOWN_SESSION:
-        mw_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+        mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
                         "\"params\":{\"level\":\"info\",\"data\":\"unknown session\"},"
                         "\"sessionId\":\"mock-unknown-session\"}");
         break;
     case MW_BAD_UNROUTABLE:
-        mw_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+        mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
                         "\"params\":{\"level\":\"info\",\"data\":\"no id, no session\"}}");
         break;
     }
     mw_out_bytes(out, b.data ? b.data : "", b.len, 1, 0, newline);
-    mw_buf_fini(&b);
+    mc_buf_fini(&b);
     return replaces;
 }

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/diag.h"
-#include "buf.h"
 #include "clock.h"
 #include "log.h"
 #include "out.h"
@@ -30,16 +30,16 @@ static char *raw_copy(const char *line, size_t len, const char *key)
     mw_span sp;
     if (mw_raw_field(line, len, key, &sp) != MC_OK)
         return NULL;
-    return mw_xstrndup(sp.p, sp.n);
+    return mc_xstrndup(sp.p, sp.n);
 }
 
-/* cJSON rendering of item, in memory from mw_xmalloc (free()). */
+/* cJSON rendering of item, in memory from mc_xmalloc (free()). */
 static char *render(const cJSON *item)
 {
     char *p = cJSON_PrintUnformatted(item);
     if (!p)
-        return mw_xstrndup("null", 4);
-    char *copy = mw_xstrndup(p, strlen(p));
+        return mc_xstrndup("null", 4);
+    char *copy = mc_xstrndup(p, strlen(p));
     cJSON_free(p);
     return copy;
 }
@@ -106,12 +106,12 @@ static void emit_now(mw_worker *w, const cJSON *mock)
     if (cJSON_IsString(emit)) {
         long repeat = num(mock, "emit_repeat", 1, 0, BIG);
         size_t n = strlen(emit->valuestring);
-        mw_buf b;
-        mw_buf_init(&b);
+        mc_buf b;
+        mc_buf_init(&b);
         for (long i = 0; i < repeat; i++)
-            mw_buf_append(&b, emit->valuestring, n);
+            mc_buf_append(&b, emit->valuestring, n);
         mw_out_bytes(&w->out, b.data ? b.data : "", b.len, 1, 0, false);
-        mw_buf_fini(&b);
+        mc_buf_fini(&b);
     }
     const cJSON *then = cJSON_GetObjectItemCaseSensitive(mock, "then");
     if (cJSON_IsString(then) && strcmp(then->valuestring, "exit") == 0)
@@ -122,26 +122,26 @@ static void send_server_request(mw_worker *w, mw_req *r, const cJSON *spec)
 {
     const cJSON *method = cJSON_GetObjectItemCaseSensitive(spec, "method");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(spec, "params");
-    mw_buf b;
-    mw_buf_init(&b);
-    mw_buf_printf(&b, "\"srv-%lu\"", ++w->srv_seq);
-    r->srv_id = mw_buf_take(&b, NULL);
+    mc_buf b;
+    mc_buf_init(&b);
+    mc_buf_printf(&b, "\"srv-%lu\"", ++w->srv_seq);
+    r->srv_id = mc_buf_take(&b, NULL);
     r->waiting_client = true;
 
-    mw_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":", r->srv_id);
-    char *m = method ? render(method) : mw_xstrndup("\"mock/request\"", 14);
-    mw_buf_puts(&b, m);
+    mc_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":", r->srv_id);
+    char *m = method ? render(method) : mc_xstrndup("\"mock/request\"", 14);
+    mc_buf_puts(&b, m);
     free(m);
     if (params) {
         char *p = render(params);
-        mw_buf_printf(&b, ",\"params\":%s", p);
+        mc_buf_printf(&b, ",\"params\":%s", p);
         free(p);
     }
     if (r->sid_raw)
-        mw_buf_printf(&b, ",\"sessionId\":%s", r->sid_raw);
-    mw_buf_puts(&b, "}");
+        mc_buf_printf(&b, ",\"sessionId\":%s", r->sid_raw);
+    mc_buf_puts(&b, "}");
     mw_out_line(&w->out, b.data, b.len);
-    mw_buf_fini(&b);
+    mc_buf_fini(&b);
 }
 
 static void directives(mw_worker *w, mw_req *r, const cJSON *mock, int64_t now)
@@ -156,7 +156,7 @@ static void directives(mw_worker *w, mw_req *r, const cJSON *mock, int64_t now)
     it = cJSON_GetObjectItemCaseSensitive(mock, "emit");
     if (cJSON_IsString(it)) {
         r->emit_len = strlen(it->valuestring);
-        r->emit = mw_xstrndup(it->valuestring, r->emit_len);
+        r->emit = mc_xstrndup(it->valuestring, r->emit_len);
         r->emit_repeat = num(mock, "emit_repeat", 1, 0, BIG);
     }
     it = cJSON_GetObjectItemCaseSensitive(mock, "then");

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define FLOOD_QUEUE_CAP 65536
 
@@ -26,7 +26,7 @@ void mw_flood_start(mw_flood *f, double rate, long count, const char *sid_json, 
     f->rate = rate;
     f->count = count;
     f->start = now;
-    f->sid_json = sid_json ? mw_xstrndup(sid_json, strlen(sid_json)) : NULL;
+    f->sid_json = sid_json ? mc_xstrndup(sid_json, strlen(sid_json)) : NULL;
 }
 
 void mw_flood_stop(mw_flood *f)
@@ -44,23 +44,23 @@ static int64_t due_at(const mw_flood *f)
 
 void mw_flood_tick(mw_flood *f, mw_out *out, int64_t now)
 {
-    mw_buf b;
-    mw_buf_init(&b);
+    mc_buf b;
+    mc_buf_init(&b);
     while (f->active && due_at(f) <= now && mw_out_queued(out) < FLOOD_QUEUE_CAP &&
            !out->stalled) {
         b.len = 0;
-        mw_buf_printf(&b,
+        mc_buf_printf(&b,
                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
                       "\"params\":{\"seq\":%ld}",
                       f->sent + 1);
         if (f->sid_json)
-            mw_buf_printf(&b, ",\"sessionId\":%s", f->sid_json);
-        mw_buf_puts(&b, "}");
+            mc_buf_printf(&b, ",\"sessionId\":%s", f->sid_json);
+        mc_buf_puts(&b, "}");
         mw_out_line(out, b.data, b.len);
         if (++f->sent == f->count)
             f->active = false;
     }
-    mw_buf_fini(&b);
+    mc_buf_fini(&b);
 }
 
 int64_t mw_flood_deadline(const mw_flood *f, const mw_out *out, int64_t now)

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "common/buf.h"
 #include "clock.h"
 #include "status.h"
 
@@ -42,14 +42,14 @@ void mw_log_record(const mw_log *l, const char *dir, const char *data, size_t le
 {
     if (l->fd < 0)
         return;
-    mw_buf b;
-    mw_buf_init(&b);
-    mw_buf_printf(&b, "%lld %ld %s %s ", (long long)mw_clock_now(), (long)getpid(), l->worker,
+    mc_buf b;
+    mc_buf_init(&b);
+    mc_buf_printf(&b, "%lld %ld %s %s ", (long long)mw_clock_now(), (long)getpid(), l->worker,
                   dir);
-    mw_buf_append(&b, data, len);
-    mw_buf_append(&b, "\n", 1);
+    mc_buf_append(&b, data, len);
+    mc_buf_append(&b, "\n", 1);
     write_once(l->fd, b.data, b.len);
-    mw_buf_fini(&b);
+    mc_buf_fini(&b);
 }
 
 int mw_log_pidfile(const char *path)

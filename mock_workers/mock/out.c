@@ -25,7 +25,7 @@ void mw_out_init(mw_out *o, int fd, const mw_log *log, size_t coalesce)
     o->fd = fd;
     o->log = log;
     o->coalesce = coalesce;
-    mw_buf_init(&o->held);
+    mc_buf_init(&o->held);
 }
 
 static void free_units(mw_out *o)
@@ -43,7 +43,7 @@ static void free_units(mw_out *o)
 void mw_out_fini(mw_out *o)
 {
     free_units(o);
-    mw_buf_fini(&o->held);
+    mc_buf_fini(&o->held);
 }
 
 /* Takes ownership of data. */
@@ -53,7 +53,7 @@ static void push_unit(mw_out *o, char *data, size_t len, long pieces, int64_t pa
         free(data);
         return;
     }
-    mw_unit *u = mw_xmalloc(sizeof *u);
+    mw_unit *u = mc_xmalloc(sizeof *u);
     memset(u, 0, sizeof *u);
     u->data = data;
     u->len = len;
@@ -74,7 +74,7 @@ void mw_out_release(mw_out *o)
     if (o->held.len == 0)
         return;
     size_t len;
-    char *data = mw_buf_take(&o->held, &len);
+    char *data = mc_buf_take(&o->held, &len);
     o->held_lines = 0;
     push_unit(o, data, len, 1, 0);
 }
@@ -84,8 +84,8 @@ void mw_out_line(mw_out *o, const char *p, size_t n)
     if (o->stalled)
         return;
     if (o->coalesce > 1) {
-        mw_buf_append(&o->held, p, n);
-        mw_buf_append(&o->held, "\n", 1);
+        mc_buf_append(&o->held, p, n);
+        mc_buf_append(&o->held, "\n", 1);
         if (++o->held_lines >= o->coalesce)
             mw_out_release(o);
         return;
@@ -98,7 +98,7 @@ void mw_out_bytes(mw_out *o, const char *p, size_t n, long pieces, int64_t pause
     if (o->stalled)
         return;
     mw_out_release(o); /* keep the stream in order */
-    char *data = mw_xmalloc(n + 1);
+    char *data = mc_xmalloc(n + 1);
     memcpy(data, p, n);
     if (newline)
         data[n++] = '\n';

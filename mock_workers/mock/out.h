@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 #include "log.h"
 
 typedef struct mw_unit mw_unit;
@@ -22,7 +22,7 @@ typedef struct mw_out {
     const mw_log *log; /* borrowed */
     mw_unit *head, *tail;
     size_t queued;     /* bytes in units, not yet written */
-    mw_buf held;       /* lines held back for --coalesce */
+    mc_buf held;       /* lines held back for --coalesce */
     size_t held_lines;
     size_t coalesce;   /* <= 1: no holding */
     bool stalled;      /* "stall: write": nothing new is ever queued */

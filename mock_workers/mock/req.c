@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/diag.h"
-#include "buf.h"
 #include "clock.h"
 #include "log.h"
 #include "status.h"
@@ -26,7 +26,7 @@ void mw_reqs_fini(mw_reqs *t)
 
 mw_req *mw_req_new(void)
 {
-    mw_req *r = mw_xmalloc(sizeof *r);
+    mw_req *r = mc_xmalloc(sizeof *r);
     memset(r, 0, sizeof *r);
     r->split = 1;
     return r;
@@ -58,51 +58,51 @@ static void remove_at(mw_reqs *t, size_t i)
 
 static void progress(mw_worker *w, mw_req *r)
 {
-    mw_buf b;
-    mw_buf_init(&b);
-    mw_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+    mc_buf b;
+    mc_buf_init(&b);
+    mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
                     "\"params\":{\"progressToken\":");
-    mw_buf_puts(&b, r->id_raw);
-    mw_buf_printf(&b, ",\"progress\":%ld,\"total\":%ld}", r->notify_sent + 1, r->notify_total);
+    mc_buf_puts(&b, r->id_raw);
+    mc_buf_printf(&b, ",\"progress\":%ld,\"total\":%ld}", r->notify_sent + 1, r->notify_total);
     if (r->sid_raw)
-        mw_buf_printf(&b, ",\"sessionId\":%s", r->sid_raw);
-    mw_buf_puts(&b, "}");
+        mc_buf_printf(&b, ",\"sessionId\":%s", r->sid_raw);
+    mc_buf_puts(&b, "}");
     mw_out_line(&w->out, b.data, b.len);
-    mw_buf_fini(&b);
+    mc_buf_fini(&b);
 }
 
 /* The echo answer (README "echo"), with the directives that shape it. */
-static void build_answer(const mw_worker *w, const mw_req *r, mw_buf *b)
+static void build_answer(const mw_worker *w, const mw_req *r, mc_buf *b)
 {
-    mw_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    mw_buf_puts(b, r->reply_id ? r->reply_id : r->id_raw);
-    mw_buf_puts(b, ",\"result\":{\"method\":");
-    mw_buf_puts(b, r->method_raw);
-    mw_buf_puts(b, ",\"params\":");
-    mw_buf_puts(b, r->params_raw ? r->params_raw : "null");
-    mw_buf_printf(b, ",\"worker\":%s,\"pool\":%s,\"pid\":%ld", w->worker_json, w->pool_json,
+    mc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    mc_buf_puts(b, r->reply_id ? r->reply_id : r->id_raw);
+    mc_buf_puts(b, ",\"result\":{\"method\":");
+    mc_buf_puts(b, r->method_raw);
+    mc_buf_puts(b, ",\"params\":");
+    mc_buf_puts(b, r->params_raw ? r->params_raw : "null");
+    mc_buf_printf(b, ",\"worker\":%s,\"pool\":%s,\"pid\":%ld", w->worker_json, w->pool_json,
                   w->pid);
     if (r->cancelled_query) {
-        mw_buf_puts(b, ",\"cancelled\":[");
+        mc_buf_puts(b, ",\"cancelled\":[");
         if (w->cancelled.len)
-            mw_buf_append(b, w->cancelled.data, w->cancelled.len);
-        mw_buf_puts(b, "]");
+            mc_buf_append(b, w->cancelled.data, w->cancelled.len);
+        mc_buf_puts(b, "]");
     }
     if (r->client_reply)
-        mw_buf_printf(b, ",\"client_reply\":%s", r->client_reply);
+        mc_buf_printf(b, ",\"client_reply\":%s", r->client_reply);
     if (r->big > 0) {
-        mw_buf_puts(b, ",\"pad\":\"");
-        mw_buf_fill(b, 'x', (size_t)r->big);
-        mw_buf_puts(b, "\"");
+        mc_buf_puts(b, ",\"pad\":\"");
+        mc_buf_fill(b, 'x', (size_t)r->big);
+        mc_buf_puts(b, "\"");
     }
-    mw_buf_puts(b, "}");
+    mc_buf_puts(b, "}");
     if (r->reply_session_set) {
         if (r->reply_session)
-            mw_buf_printf(b, ",\"sessionId\":%s", r->reply_session);
+            mc_buf_printf(b, ",\"sessionId\":%s", r->reply_session);
     } else if (r->sid_raw) {
-        mw_buf_printf(b, ",\"sessionId\":%s", r->sid_raw);
+        mc_buf_printf(b, ",\"sessionId\":%s", r->sid_raw);
     }
-    mw_buf_puts(b, "}");
+    mc_buf_puts(b, "}");
 }
 
 static void answer(mw_worker *w, mw_req *r)
@@ -117,21 +117,21 @@ static void answer(mw_worker *w, mw_req *r)
     if (r->no_reply) {
         /* nothing */
     } else if (r->emit) {
-        mw_buf b;
-        mw_buf_init(&b);
+        mc_buf b;
+        mc_buf_init(&b);
         for (long i = 0; i < r->emit_repeat; i++)
-            mw_buf_append(&b, r->emit, r->emit_len);
+            mc_buf_append(&b, r->emit, r->emit_len);
         mw_out_bytes(&w->out, b.data ? b.data : "", b.len, pieces, pause_ns, false);
-        mw_buf_fini(&b);
+        mc_buf_fini(&b);
     } else {
-        mw_buf b;
-        mw_buf_init(&b);
+        mc_buf b;
+        mc_buf_init(&b);
         build_answer(w, r, &b);
         if (pieces > 1)
             mw_out_bytes(&w->out, b.data, b.len, pieces, pause_ns, true);
         else
             mw_out_line(&w->out, b.data, b.len);
-        mw_buf_fini(&b);
+        mc_buf_fini(&b);
     }
     if (r->then_exit)
         mw_worker_terminate(w, MW_EXIT_OK, 0);
@@ -160,10 +160,7 @@ void mw_req_start(mw_worker *w, mw_req *r, int64_t now)
     }
     if (t->n == t->cap) {
         t->cap = t->cap ? t->cap * 2 : 16;
-        mw_req **v = realloc(t->v, t->cap * sizeof *v);
-        if (!v)
-            mc_diag_oom();
-        t->v = v;
+        t->v = mc_xrealloc(t->v, t->cap, sizeof *t->v);
     }
     t->v[t->n++] = r;
 }
@@ -201,7 +198,7 @@ int mw_req_client_reply(mw_worker *w, const char *id_norm, const char *line, siz
         if (!r->waiting_client || strcmp(r->srv_id, id_norm) != 0)
             continue;
         r->waiting_client = false;
-        r->client_reply = mw_xstrndup(line, len);
+        r->client_reply = mc_xstrndup(line, len);
         if (step(w, r, now))
             remove_at(t, i);
         return MC_OK;
@@ -219,8 +216,8 @@ int mw_req_cancel(mw_worker *w, const char *id_norm)
         mw_log_record(&w->log, "cancel", r->id_raw, strlen(r->id_raw));
         mc_diag_note("request %s cancelled, dropped without an answer", r->id_raw);
         if (w->cancelled.len)
-            mw_buf_puts(&w->cancelled, ",");
-        mw_buf_puts(&w->cancelled, r->id_raw);
+            mc_buf_puts(&w->cancelled, ",");
+        mc_buf_puts(&w->cancelled, r->id_raw);
         remove_at(t, i);
         return MC_OK;
     }

@@ -6,19 +6,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define SPAM_LINE 100
 
 void mw_spam_write(long bytes)
 {
-    mw_buf b;
-    mw_buf_init(&b);
+    mc_buf b;
+    mc_buf_init(&b);
     for (long n = 1; (long)b.len < bytes; n++) {
         size_t start = b.len;
-        mw_buf_printf(&b, "spam %08ld ", n);
-        mw_buf_fill(&b, 'x', SPAM_LINE - 1 - (b.len - start));
-        mw_buf_append(&b, "\n", 1);
+        mc_buf_printf(&b, "spam %08ld ", n);
+        mc_buf_fill(&b, 'x', SPAM_LINE - 1 - (b.len - start));
+        mc_buf_append(&b, "\n", 1);
     }
     size_t left = (size_t)bytes, off = 0;
     while (left > 0) {
@@ -30,5 +30,5 @@ void mw_spam_write(long bytes)
         off += (size_t)r;
         left -= (size_t)r;
     }
-    mw_buf_fini(&b);
+    mc_buf_fini(&b);
 }

@@ -27,10 +27,10 @@ static char *env_json(const char *name)
 {
     const char *v = getenv(name);
     if (!v)
-        return mw_xstrndup("null", 4);
+        return mc_xstrndup("null", 4);
     cJSON *s = cJSON_CreateString(v);
     char *p = s ? cJSON_PrintUnformatted(s) : NULL;
-    char *copy = mw_xstrndup(p ? p : "null", p ? strlen(p) : 4);
+    char *copy = mc_xstrndup(p ? p : "null", p ? strlen(p) : 4);
     cJSON_free(p);
     cJSON_Delete(s);
     return copy;
@@ -46,15 +46,15 @@ static int set_nonblocking(int fd)
 
 static void log_start(const mw_worker *w, int argc, char **argv)
 {
-    mw_buf b;
-    mw_buf_init(&b);
+    mc_buf b;
+    mc_buf_init(&b);
     for (int i = 0; i < argc; i++) {
         if (i)
-            mw_buf_append(&b, " ", 1);
-        mw_buf_puts(&b, argv[i]);
+            mc_buf_append(&b, " ", 1);
+        mc_buf_puts(&b, argv[i]);
     }
     mw_log_record(&w->log, "start", b.data ? b.data : "", b.len);
-    mw_buf_fini(&b);
+    mc_buf_fini(&b);
 }
 
 int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
@@ -63,8 +63,8 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
     w->opts = o;
     w->sig_fd = -1;
     w->pid = (long)getpid();
-    mw_buf_init(&w->in);
-    mw_buf_init(&w->cancelled);
+    mc_buf_init(&w->in);
+    mc_buf_init(&w->cancelled);
     mw_reqs_init(&w->reqs);
     mw_flood_init(&w->flood);
     w->worker_json = env_json("STDIO_BUS_WORKER_ID");
@@ -105,8 +105,8 @@ void mw_worker_fini(mw_worker *w)
     mw_out_fini(&w->out);
     mw_reqs_fini(&w->reqs);
     mw_flood_fini(&w->flood);
-    mw_buf_fini(&w->in);
-    mw_buf_fini(&w->cancelled);
+    mc_buf_fini(&w->in);
+    mc_buf_fini(&w->cancelled);
     free(w->worker_json);
     free(w->pool_json);
     mw_log_close(&w->log);
@@ -182,7 +182,7 @@ static void handle_lines(mw_worker *w)
         start += n + 1;
         w->in_scanned = start;
     }
-    mw_buf_consume(&w->in, start);
+    mc_buf_consume(&w->in, start);
     w->in_scanned = w->in_scanned > start ? w->in_scanned - start : 0;
 }
 
@@ -193,7 +193,7 @@ static void on_eof(mw_worker *w)
     if (w->in.len > 0 && !w->pending && !w->quit && !w->stall_read) {
         mw_log_record(&w->log, "in", w->in.data, w->in.len);
         mw_dispatch_line(w, w->in.data, w->in.len, mw_clock_now());
-        mw_buf_consume(&w->in, w->in.len);
+        mc_buf_consume(&w->in, w->in.len);
         w->in_scanned = 0;
     }
     if (w->opts->eof_stay)
@@ -218,7 +218,7 @@ static void read_input(mw_worker *w)
         on_eof(w);
         return;
     }
-    mw_buf_append(&w->in, chunk, (size_t)r);
+    mc_buf_append(&w->in, chunk, (size_t)r);
     handle_lines(w);
 }
 

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 #include "flood.h"
 #include "log.h"
 #include "opts.h"
@@ -18,7 +18,7 @@ struct mw_worker {
     mw_out out;
     mw_reqs reqs;
     mw_flood flood;
-    mw_buf in;            /* bytes read from stdin, not yet split into lines */
+    mc_buf in;            /* bytes read from stdin, not yet split into lines */
     size_t in_scanned;    /* prefix of `in` known to hold no newline */
     int sig_fd;
     char *worker_json;    /* owned: "\"3\"" or "null" (STDIO_BUS_WORKER_ID) */
@@ -26,7 +26,7 @@ struct mw_worker {
     long pid;
     long messages;        /* non-blank lines handled */
     unsigned long srv_seq;/* last "srv-N" used */
-    mw_buf cancelled;     /* ids of cancelled requests, raw, comma-separated */
+    mc_buf cancelled;     /* ids of cancelled requests, raw, comma-separated */
     bool triggered;       /* the mode's trigger has fired */
     bool stall_read;      /* no more lines are read or handled */
     bool eof;

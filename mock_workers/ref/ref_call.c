@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_buf.h"
+#include "common/buf.h"
 
 void ref_calls_init(ref_calls *c)
 {
@@ -36,10 +36,10 @@ ref_call *ref_calls_add(ref_calls *c, ref_call_kind kind, const ref_origin *o)
 {
     if (c->n >= REF_CALL_MAX)
         return NULL;
-    ref_call *call = ref_xcalloc(1, sizeof *call);
+    ref_call *call = mc_xcalloc(1, sizeof *call);
     call->kind = kind;
-    call->id = o->id.p ? ref_xstrndup(o->id.p, o->id.n) : ref_xstrndup("null", 4);
-    call->sid = o->sid.p ? ref_xstrndup(o->sid.p, o->sid.n) : NULL;
+    call->id = o->id.p ? mc_xstrndup(o->id.p, o->id.n) : mc_xstrndup("null", 4);
+    call->sid = o->sid.p ? mc_xstrndup(o->sid.p, o->sid.n) : NULL;
     call->batch = o->batch;
     call->slot = o->slot;
     /* Appended, so that matches and ties go to the oldest call first. */

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ref_buf.h"
+#include "common/buf.h"
 #include "common/diag.h"
 #include "ref_rpc.h"
 #include "ref_sig.h"
@@ -24,7 +24,7 @@
 
 typedef struct loop {
     ref_state st;
-    ref_buf in;         /* bytes read, not yet cut into lines */
+    mc_buf in;         /* bytes read, not yet cut into lines */
     size_t scanned;     /* prefix of `in` known to hold no newline */
     bool discarding;    /* skipping the rest of an over-long line */
     const char *why;    /* why input ended: data of the -32603 of drained calls */
@@ -54,18 +54,18 @@ static void cut_lines(loop *l)
 {
     size_t start = 0;
     for (;;) {
-        char *nl = memchr(l->in.p + l->scanned, '\n', l->in.len - l->scanned);
+        char *nl = memchr(l->in.data + l->scanned, '\n', l->in.len - l->scanned);
         if (!nl)
             break;
-        size_t end = (size_t)(nl - l->in.p);
+        size_t end = (size_t)(nl - l->in.data);
         if (l->discarding)
             l->discarding = false; /* the over-long line ends here */
         else
-            ref_rpc_line(&l->st, l->in.p + start, end - start);
+            ref_rpc_line(&l->st, l->in.data + start, end - start);
         start = end + 1;
         l->scanned = start;
     }
-    ref_buf_drop(&l->in, start);
+    mc_buf_consume(&l->in, start);
     l->scanned = l->in.len;
     if (l->in.len > REF_LOOP_MAX_LINE) {
         if (!l->discarding) {
@@ -73,7 +73,7 @@ static void cut_lines(loop *l)
             ref_rpc_parse_error(&l->st, "line too long");
         }
         l->discarding = true;
-        ref_buf_clear(&l->in);
+        mc_buf_clear(&l->in);
         l->scanned = 0;
     }
 }
@@ -95,7 +95,7 @@ static void read_input(loop *l)
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (r > 0) {
-        ref_buf_add(&l->in, chunk, (size_t)r);
+        mc_buf_append(&l->in, chunk, (size_t)r);
         cut_lines(l);
         return;
     }
@@ -105,8 +105,8 @@ static void read_input(loop *l)
     }
     /* SB-R-12: a last line without its newline is still a message. */
     if (l->in.len && !l->discarding)
-        ref_rpc_line(&l->st, l->in.p, l->in.len);
-    ref_buf_clear(&l->in);
+        ref_rpc_line(&l->st, l->in.data, l->in.len);
+    mc_buf_clear(&l->in);
     mc_diag_debug("end of input");
     close_input(l, "input closed before the client answered");
 }
@@ -121,7 +121,7 @@ static void on_signal(loop *l, int signo)
                  l->st.calls.n);
     if (l->in.len)
         mc_diag_note("dropping %zu bytes of an unfinished line", l->in.len);
-    ref_buf_clear(&l->in);
+    mc_buf_clear(&l->in);
     close_input(l, "shutting down before the client answered");
 }
 
@@ -190,7 +190,7 @@ int ref_loop_run(void)
     memset(&l, 0, sizeof l);
     ref_out_init(&l.st.out, STDOUT_FILENO);
     ref_calls_init(&l.st.calls);
-    ref_buf_init(&l.in);
+    mc_buf_init(&l.in);
     l.status = REF_EXIT_OK;
     l.flags[0] = l.flags[1] = -1;
 
@@ -216,6 +216,6 @@ int ref_loop_run(void)
     ref_sig_close(l.sig_fd);
     ref_calls_fini(&l.st.calls);
     ref_out_fini(&l.st.out);
-    ref_buf_fini(&l.in);
+    mc_buf_fini(&l.in);
     return status;
 }

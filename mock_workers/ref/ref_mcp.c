@@ -5,7 +5,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "ref_buf.h"
+#include "common/buf.h"
 #include "common/diag.h"
 #include "ref_rpc.h"
 #include "ref_tools.h"
@@ -26,15 +26,15 @@ static void initialize(ref_state *st, const ref_msg *m)
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
         if (strcmp(asked->valuestring, versions[i]) == 0)
             version = versions[i];
-    ref_buf r;
-    ref_buf_init(&r);
-    ref_buf_addf(&r,
+    mc_buf r;
+    mc_buf_init(&r);
+    mc_buf_printf(&r,
                  "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":false}},"
                  "\"serverInfo\":{\"name\":\"" REF_MCP_SERVER_NAME
                  "\",\"version\":\"" REF_MCP_SERVER_VERSION "\"}}",
                  version);
-    ref_rpc_result(st, &m->origin, r.p);
-    ref_buf_fini(&r);
+    ref_rpc_result(st, &m->origin, r.data);
+    mc_buf_fini(&r);
 }
 
 void ref_mcp_request(ref_state *st, const ref_msg *m)
@@ -50,11 +50,11 @@ void ref_mcp_request(ref_state *st, const ref_msg *m)
         ref_tools_call(st, m);
     else {
         mc_diag_note("method not found: %s", method);
-        ref_buf why;
-        ref_buf_init(&why);
-        ref_buf_addf(&why, "unknown method: %s", method);
-        ref_rpc_error(st, &m->origin, REF_RPC_METHOD_NOT_FOUND, why.p);
-        ref_buf_fini(&why);
+        mc_buf why;
+        mc_buf_init(&why);
+        mc_buf_printf(&why, "unknown method: %s", method);
+        ref_rpc_error(st, &m->origin, REF_RPC_METHOD_NOT_FOUND, why.data);
+        mc_buf_fini(&why);
     }
 }
 

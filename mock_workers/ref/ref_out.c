@@ -12,14 +12,14 @@
 void ref_out_init(ref_out *o, int fd)
 {
     o->fd = fd;
-    ref_buf_init(&o->q);
+    mc_buf_init(&o->q);
     o->off = 0;
     o->dead = false;
 }
 
 void ref_out_fini(ref_out *o)
 {
-    ref_buf_fini(&o->q);
+    mc_buf_fini(&o->q);
     o->off = 0;
 }
 
@@ -27,8 +27,8 @@ void ref_out_line(ref_out *o, const char *p, size_t n)
 {
     if (o->dead)
         return;
-    ref_buf_add(&o->q, p, n);
-    ref_buf_add(&o->q, "\n", 1);
+    mc_buf_append(&o->q, p, n);
+    mc_buf_append(&o->q, "\n", 1);
 }
 
 int ref_out_flush(ref_out *o)
@@ -36,7 +36,7 @@ int ref_out_flush(ref_out *o)
     if (o->dead)
         return MC_EOF;
     while (o->off < o->q.len) {
-        ssize_t w = write(o->fd, o->q.p + o->off, o->q.len - o->off);
+        ssize_t w = write(o->fd, o->q.data + o->off, o->q.len - o->off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -44,17 +44,17 @@ int ref_out_flush(ref_out *o)
         if (w <= 0) {
             int rc = (w < 0 && errno == EPIPE) ? MC_EOF : MC_ERR;
             o->dead = true;
-            ref_buf_clear(&o->q);
+            mc_buf_clear(&o->q);
             o->off = 0;
             return rc;
         }
         o->off += (size_t)w;
     }
     if (o->off == o->q.len) {
-        ref_buf_clear(&o->q);
+        mc_buf_clear(&o->q);
         o->off = 0;
     } else if (o->off >= COMPACT_AT) {
-        ref_buf_drop(&o->q, o->off);
+        mc_buf_consume(&o->q, o->off);
         o->off = 0;
     }
     return MC_OK;

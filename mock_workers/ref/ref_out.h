@@ -10,11 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ref_buf.h"
+#include "common/buf.h"
 
 typedef struct ref_out {
     int fd;
-    ref_buf q;   /* queued bytes; q.p[off..len) are still to be written */
+    mc_buf q;   /* queued bytes; q.data[off..len) are still to be written */
     size_t off;
     bool dead;   /* EPIPE or another write error: drop everything */
 } ref_out;

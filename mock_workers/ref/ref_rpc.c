@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "ref_buf.h"
+#include "common/buf.h"
 #include "common/diag.h"
 #include "ref_mcp.h"
 #include "ref_status.h"
@@ -15,7 +15,7 @@
 struct ref_batch {
     size_t n;        /* messages in the batch */
     size_t waiting;  /* outcomes still owed, plus one while it is being read */
-    ref_buf *answers;/* one per message; empty: no answer */
+    mc_buf *answers;/* one per message; empty: no answer */
 };
 
 static const char *message_of(int code)
@@ -35,13 +35,13 @@ static const char *message_of(int code)
 }
 
 /* Appends s as a JSON string (cJSON escapes it; output stays one line). */
-static void add_quoted(ref_buf *b, const char *s)
+static void add_quoted(mc_buf *b, const char *s)
 {
     cJSON *str = cJSON_CreateString(s);
     char *text = str ? cJSON_PrintUnformatted(str) : NULL;
     if (!text)
         mc_diag_oom();
-    ref_buf_adds(b, text);
+    mc_buf_puts(b, text);
     cJSON_free(text);
     cJSON_Delete(str);
 }
@@ -50,21 +50,21 @@ static void add_quoted(ref_buf *b, const char *s)
  * at all when it holds none (JSON-RPC 2.0 section 6; SB-J-13). */
 static void batch_emit(ref_state *st, ref_batch *b)
 {
-    ref_buf line;
-    ref_buf_init(&line);
+    mc_buf line;
+    mc_buf_init(&line);
     for (size_t i = 0; i < b->n; i++) {
         if (!b->answers[i].len)
             continue;
-        ref_buf_add(&line, line.len ? "," : "[", 1);
-        ref_buf_add(&line, b->answers[i].p, b->answers[i].len);
+        mc_buf_append(&line, line.len ? "," : "[", 1);
+        mc_buf_append(&line, b->answers[i].data, b->answers[i].len);
     }
     if (line.len) {
-        ref_buf_add(&line, "]", 1);
-        ref_out_line(&st->out, line.p, line.len);
+        mc_buf_append(&line, "]", 1);
+        ref_out_line(&st->out, line.data, line.len);
     }
-    ref_buf_fini(&line);
+    mc_buf_fini(&line);
     for (size_t i = 0; i < b->n; i++)
-        ref_buf_fini(&b->answers[i]);
+        mc_buf_fini(&b->answers[i]);
     free(b->answers);
     free(b);
 }
@@ -84,29 +84,29 @@ static void settle(ref_state *st, const ref_origin *o, const char *line, size_t 
         return;
     }
     if (line)
-        ref_buf_add(&o->batch->answers[o->slot], line, n);
+        mc_buf_append(&o->batch->answers[o->slot], line, n);
     batch_release(st, o->batch);
 }
 
 /* {"jsonrpc":"2.0","id":<id>,"<member>":<value>[,"sessionId":<sid>]} */
 static void answer(ref_state *st, const ref_origin *o, const char *member, const char *value)
 {
-    ref_buf b;
-    ref_buf_init(&b);
-    ref_buf_adds(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    mc_buf b;
+    mc_buf_init(&b);
+    mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
     if (o->id.p)
-        ref_buf_add(&b, o->id.p, o->id.n);
+        mc_buf_append(&b, o->id.p, o->id.n);
     else
-        ref_buf_adds(&b, "null");
-    ref_buf_addf(&b, ",\"%s\":", member);
-    ref_buf_adds(&b, value);
+        mc_buf_puts(&b, "null");
+    mc_buf_printf(&b, ",\"%s\":", member);
+    mc_buf_puts(&b, value);
     if (o->sid.p) {
-        ref_buf_adds(&b, ",\"sessionId\":");
-        ref_buf_add(&b, o->sid.p, o->sid.n);
+        mc_buf_puts(&b, ",\"sessionId\":");
+        mc_buf_append(&b, o->sid.p, o->sid.n);
     }
-    ref_buf_add(&b, "}", 1);
-    settle(st, o, b.p, b.len);
-    ref_buf_fini(&b);
+    mc_buf_append(&b, "}", 1);
+    settle(st, o, b.data, b.len);
+    mc_buf_fini(&b);
 }
 
 void ref_rpc_result(ref_state *st, const ref_origin *o, const char *result)
@@ -116,16 +116,16 @@ void ref_rpc_result(ref_state *st, const ref_origin *o, const char *result)
 
 void ref_rpc_error(ref_state *st, const ref_origin *o, int code, const char *data)
 {
-    ref_buf e;
-    ref_buf_init(&e);
-    ref_buf_addf(&e, "{\"code\":%d,\"message\":\"%s\"", code, message_of(code));
+    mc_buf e;
+    mc_buf_init(&e);
+    mc_buf_printf(&e, "{\"code\":%d,\"message\":\"%s\"", code, message_of(code));
     if (data) {
-        ref_buf_adds(&e, ",\"data\":");
+        mc_buf_puts(&e, ",\"data\":");
         add_quoted(&e, data);
     }
-    ref_buf_add(&e, "}", 1);
-    answer(st, o, "error", e.p);
-    ref_buf_fini(&e);
+    mc_buf_append(&e, "}", 1);
+    answer(st, o, "error", e.data);
+    mc_buf_fini(&e);
 }
 
 void ref_rpc_silent(ref_state *st, const ref_origin *o)
@@ -142,26 +142,26 @@ void ref_rpc_parse_error(ref_state *st, const char *why)
 
 void ref_rpc_send(ref_state *st, ref_span id, const char *method, const char *params, ref_span sid)
 {
-    ref_buf b;
-    ref_buf_init(&b);
-    ref_buf_adds(&b, "{\"jsonrpc\":\"2.0\"");
+    mc_buf b;
+    mc_buf_init(&b);
+    mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\"");
     if (id.p) {
-        ref_buf_adds(&b, ",\"id\":");
-        ref_buf_add(&b, id.p, id.n);
+        mc_buf_puts(&b, ",\"id\":");
+        mc_buf_append(&b, id.p, id.n);
     }
-    ref_buf_adds(&b, ",\"method\":");
+    mc_buf_puts(&b, ",\"method\":");
     add_quoted(&b, method);
     if (params) {
-        ref_buf_adds(&b, ",\"params\":");
-        ref_buf_adds(&b, params);
+        mc_buf_puts(&b, ",\"params\":");
+        mc_buf_puts(&b, params);
     }
     if (sid.p) {
-        ref_buf_adds(&b, ",\"sessionId\":");
-        ref_buf_add(&b, sid.p, sid.n);
+        mc_buf_puts(&b, ",\"sessionId\":");
+        mc_buf_append(&b, sid.p, sid.n);
     }
-    ref_buf_add(&b, "}", 1);
-    ref_out_line(&st->out, b.p, b.len);
-    ref_buf_fini(&b);
+    mc_buf_append(&b, "}", 1);
+    ref_out_line(&st->out, b.data, b.len);
+    mc_buf_fini(&b);
 }
 
 static bool valid_id(const cJSON *id)
@@ -249,12 +249,12 @@ static void batch(ref_state *st, const cJSON *json, ref_span raw)
         ref_rpc_error(st, &o, REF_RPC_INVALID_REQUEST, "empty batch"); /* SB-J-14 */
         return;
     }
-    ref_batch *b = ref_xcalloc(1, sizeof *b);
+    ref_batch *b = mc_xcalloc(1, sizeof *b);
     b->n = (size_t)n;
     b->waiting = b->n + 1; /* the extra one is released below */
-    b->answers = ref_xcalloc(b->n, sizeof *b->answers);
+    b->answers = mc_xcalloc(b->n, sizeof *b->answers);
     for (size_t i = 0; i < b->n; i++)
-        ref_buf_init(&b->answers[i]);
+        mc_buf_init(&b->answers[i]);
     size_t i = 0;
     for (const cJSON *it = json->child; it; it = it->next, i++) {
         ref_span el;

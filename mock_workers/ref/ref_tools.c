@@ -8,9 +8,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "ref_buf.h"
-#include "ref_call.h"
+#include "common/buf.h"
 #include "common/diag.h"
+#include "ref_call.h"
 #include "ref_rpc.h"
 #include "ref_status.h"
 
@@ -40,7 +40,7 @@ static const char tools_json[] =
     "]}";
 
 /* Compact JSON of a cJSON tree; ends the process when out of memory (as
- * ref_buf does). The caller frees the text with cJSON_free. */
+ * mc_buf does). The caller frees the text with cJSON_free. */
 static char *print(const cJSON *json)
 {
     char *text = json ? cJSON_PrintUnformatted(json) : NULL;
@@ -166,7 +166,7 @@ static void tool_slow(ref_state *st, const ref_msg *m, const cJSON *args)
         ref_rpc_error(st, &m->origin, REF_RPC_INTERNAL_ERROR, "too many requests in flight");
         return;
     }
-    c->token = token ? ref_xstrndup(token_raw.p, token_raw.n) : NULL;
+    c->token = token ? mc_xstrndup(token_raw.p, token_raw.n) : NULL;
     c->start_ns = st->now;
     c->ms = ms;
     c->steps = steps;
@@ -245,11 +245,11 @@ void ref_tools_call(ref_state *st, const ref_msg *m)
     else if (strcmp(tool, "sample") == 0)
         tool_sample(st, m, args);
     else {
-        ref_buf why;
-        ref_buf_init(&why);
-        ref_buf_addf(&why, "unknown tool: %s", tool);
-        invalid(st, &m->origin, why.p); /* SB-T-14 */
-        ref_buf_fini(&why);
+        mc_buf why;
+        mc_buf_init(&why);
+        mc_buf_printf(&why, "unknown tool: %s", tool);
+        invalid(st, &m->origin, why.data); /* SB-T-14 */
+        mc_buf_fini(&why);
     }
 }
 
@@ -306,12 +306,12 @@ void ref_tools_response(ref_state *st, const ref_msg *m)
     const cJSON *result = cJSON_GetObjectItemCaseSensitive(m->json, "result");
     if (error) {
         const cJSON *msg = cJSON_GetObjectItemCaseSensitive(error, "message");
-        ref_buf t;
-        ref_buf_init(&t);
-        ref_buf_addf(&t, "sampling failed: %s",
+        mc_buf t;
+        mc_buf_init(&t);
+        mc_buf_printf(&t, "sampling failed: %s",
                      cJSON_IsString(msg) ? msg->valuestring : "no message");
-        text_result(st, &o, t.p, true);
-        ref_buf_fini(&t);
+        text_result(st, &o, t.data, true);
+        mc_buf_fini(&t);
     } else {
         /* The text of a CreateMessageResult, else the whole result. */
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
@@ -338,12 +338,12 @@ void ref_tools_tick(ref_state *st)
         while (c->due_ns <= st->now && c->sent < c->steps) {
             c->sent++;
             if (c->token) { /* SB-F-5: no token, no progress */
-                ref_buf p;
-                ref_buf_init(&p);
-                ref_buf_addf(&p, "{\"progressToken\":%s,\"progress\":%ld,\"total\":%ld}", c->token,
+                mc_buf p;
+                mc_buf_init(&p);
+                mc_buf_printf(&p, "{\"progressToken\":%s,\"progress\":%ld,\"total\":%ld}", c->token,
                              c->sent, c->steps);
-                ref_rpc_send(st, (ref_span){ NULL, 0 }, "notifications/progress", p.p, o.sid);
-                ref_buf_fini(&p);
+                ref_rpc_send(st, (ref_span){ NULL, 0 }, "notifications/progress", p.data, o.sid);
+                mc_buf_fini(&p);
             }
             c->due_ns = slow_due(c);
         }

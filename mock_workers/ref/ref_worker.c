@@ -6,7 +6,8 @@
  * envelopes, batches, answers), ref_mcp (lifecycle, dispatch), ref_tools
  * (tools, progress, cancellation, sampling), ref_call (requests in
  * flight), ref_json (strict JSON, raw tokens), ref_out (stdout queue),
- * ref_sig (signals), ref_log (stderr), ref_buf (buffers). */
+ * ref_sig (signals); and from mock_workers/common: buffers, stderr notes,
+ * status codes. */
 #include <stdio.h>
 #include <string.h>
 
