@@ -1,17 +1,8 @@
-/* Signals: TERM and INT arrive through a self-pipe that the poll loop
- * watches like any other fd; the handler only saves errno and writes the
- * signal number. Also names <-> numbers and raising a signal on oneself. */
+/* Signal names <-> numbers, and raising a signal on oneself. TERM and INT
+ * arrive through the common self-pipe (common/sig.h). */
 #ifndef MW_SIGNALS_H
 #define MW_SIGNALS_H
 
-/* Installs the handlers, ignores SIGPIPE (EPIPE is handled where it
- * happens), unblocks TERM/INT in case the parent left them blocked.
- * Returns the read end of the self-pipe (owned by the caller, close it with
- * mw_signals_close) or MC_ERR. */
-int mw_signals_open(void);
-void mw_signals_close(int fd);
-/* The next caught signal number, or 0 when none is pending. */
-int mw_signals_next(int fd);
 /* "SEGV", "SIGSEGV" or a number -> signal number; MC_EINVAL if unknown. */
 int mw_signals_parse(const char *name);
 /* Short name without "SIG" ("TERM"); "?" when unknown. */

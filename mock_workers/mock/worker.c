@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/diag.h"
+#include "common/sig.h"
 #include "bad.h"
 #include "clock.h"
 #include "dispatch.h"
@@ -85,7 +86,7 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
     struct rlimit nocore = { 0, 0 };
     setrlimit(RLIMIT_CORE, &nocore);
 
-    w->sig_fd = mw_signals_open();
+    w->sig_fd = mc_sig_open();
     if (w->sig_fd < 0) {
         mc_diag_note("cannot set up signals: %s", strerror(errno));
         return MC_ERR;
@@ -100,7 +101,7 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
 
 void mw_worker_fini(mw_worker *w)
 {
-    mw_signals_close(w->sig_fd);
+    mc_sig_close(w->sig_fd);
     w->sig_fd = -1;
     mw_out_fini(&w->out);
     mw_reqs_fini(&w->reqs);
@@ -225,7 +226,7 @@ static void read_input(mw_worker *w)
 static void on_signals(mw_worker *w, int64_t now)
 {
     int signo;
-    while ((signo = mw_signals_next(w->sig_fd)) > 0) {
+    while ((signo = mc_sig_next(w->sig_fd)) > 0) {
         const char *name = mw_signals_name(signo);
         mw_log_record(&w->log, "signal", name, strlen(name));
         if (signo == SIGTERM && w->opts->ignore_sigterm) {

@@ -11,8 +11,8 @@
 
 #include "common/buf.h"
 #include "common/diag.h"
+#include "common/sig.h"
 #include "ref_rpc.h"
-#include "ref_sig.h"
 #include "ref_state.h"
 #include "ref_status.h"
 #include "ref_tools.h"
@@ -176,7 +176,7 @@ static int run(loop *l)
         l->st.now = now_ns();
         if (pfd[0].revents) {
             int signo;
-            while ((signo = ref_sig_next(l->sig_fd)) > 0)
+            while ((signo = mc_sig_next(l->sig_fd)) > 0)
                 on_signal(l, signo);
         }
         if (in_at >= 0 && pfd[in_at].revents && !l->st.closing)
@@ -194,7 +194,7 @@ int ref_loop_run(void)
     l.status = REF_EXIT_OK;
     l.flags[0] = l.flags[1] = -1;
 
-    l.sig_fd = ref_sig_open();
+    l.sig_fd = mc_sig_open();
     if (l.sig_fd < 0) {
         mc_diag_note("cannot set up signals: %s", strerror(errno));
         return REF_EXIT_IO;
@@ -213,7 +213,7 @@ int ref_loop_run(void)
         fcntl(STDIN_FILENO, F_SETFL, l.flags[0]);
     if (l.flags[1] >= 0)
         fcntl(STDOUT_FILENO, F_SETFL, l.flags[1]);
-    ref_sig_close(l.sig_fd);
+    mc_sig_close(l.sig_fd);
     ref_calls_fini(&l.st.calls);
     ref_out_fini(&l.st.out);
     mc_buf_fini(&l.in);

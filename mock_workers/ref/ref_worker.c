@@ -5,9 +5,9 @@
  * Modules: ref_loop (poll loop, stdin lines, shutdown), ref_rpc (JSON-RPC
  * envelopes, batches, answers), ref_mcp (lifecycle, dispatch), ref_tools
  * (tools, progress, cancellation, sampling), ref_call (requests in
- * flight), ref_json (strict JSON, raw tokens), ref_out (stdout queue),
- * ref_sig (signals); and from mock_workers/common: buffers, stderr notes,
- * status codes. */
+ * flight), ref_json (strict JSON, raw tokens), ref_out (stdout queue);
+ * and from mock_workers/common: buffers, stderr notes, status codes,
+ * signals. */
 #include <stdio.h>
 #include <string.h>
 

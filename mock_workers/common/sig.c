@@ -1,5 +1,5 @@
-/* Self-pipe signal handling (see ref_sig.h). */
-#include "ref_sig.h"
+/* Self-pipe signal handling (see sig.h). */
+#include "common/sig.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ref_status.h"
+#include "common/status.h"
 
 static int write_fd = -1;
 
@@ -28,14 +28,16 @@ static int prepare(int fd)
     return fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? MC_ERR : MC_OK;
 }
 
-int ref_sig_open(void)
+int mc_sig_open(void)
 {
     int fds[2];
     if (pipe(fds) < 0)
         return MC_ERR;
     if (prepare(fds[0]) < 0 || prepare(fds[1]) < 0) {
+        int saved = errno;
         close(fds[0]);
         close(fds[1]);
+        errno = saved;
         return MC_ERR;
     }
     write_fd = fds[1];
@@ -57,7 +59,7 @@ int ref_sig_open(void)
     return fds[0];
 }
 
-void ref_sig_close(int fd)
+void mc_sig_close(int fd)
 {
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
@@ -68,7 +70,7 @@ void ref_sig_close(int fd)
     write_fd = -1;
 }
 
-int ref_sig_next(int fd)
+int mc_sig_next(int fd)
 {
     unsigned char b;
     ssize_t r;
