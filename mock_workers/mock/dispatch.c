@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/diag.h"
-#include "clock.h"
 #include "log.h"
 #include "out.h"
 #include "raw.h"
@@ -150,7 +150,7 @@ static void directives(mw_worker *w, mw_req *r, const cJSON *mock, int64_t now)
     const cJSON *it;
     long delay = num(mock, "delay_ms", o->delay_ms, 0, BIG);
     r->notify_total = num(mock, "notify", 0, 0, 1000000);
-    r->notify_interval_ns = (int64_t)num(mock, "notify_interval_ms", 0, 0, BIG) * MW_NS_PER_MS;
+    r->notify_interval_ns = (int64_t)num(mock, "notify_interval_ms", 0, 0, BIG) * MC_NS_PER_MS;
     r->notify_at = now;
 
     it = cJSON_GetObjectItemCaseSensitive(mock, "emit");
@@ -177,7 +177,7 @@ static void directives(mw_worker *w, mw_req *r, const cJSON *mock, int64_t now)
 
     /* A cancellable request without its own delay_ms never ends by itself. */
     bool own_delay = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(mock, "delay_ms"));
-    r->answer_at = r->cancellable && !own_delay ? MW_NEVER : now + (int64_t)delay * MW_NS_PER_MS;
+    r->answer_at = r->cancellable && !own_delay ? MW_NEVER : now + (int64_t)delay * MC_NS_PER_MS;
 
     it = cJSON_GetObjectItemCaseSensitive(mock, "request");
     if (cJSON_IsObject(it))

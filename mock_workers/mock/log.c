@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
-#include "clock.h"
+#include "common/clock.h"
 #include "status.h"
 
 int mw_log_open(mw_log *l, const char *path, const char *worker)
@@ -44,7 +44,7 @@ void mw_log_record(const mw_log *l, const char *dir, const char *data, size_t le
         return;
     mc_buf b;
     mc_buf_init(&b);
-    mc_buf_printf(&b, "%lld %ld %s %s ", (long long)mw_clock_now(), (long)getpid(), l->worker,
+    mc_buf_printf(&b, "%lld %ld %s %s ", (long long)mc_clock_now(), (long)getpid(), l->worker,
                   dir);
     mc_buf_append(&b, data, len);
     mc_buf_append(&b, "\n", 1);

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/diag.h"
-#include "clock.h"
 #include "log.h"
 #include "status.h"
 #include "worker.h"
@@ -109,10 +109,10 @@ static void answer(mw_worker *w, mw_req *r)
 {
     const mw_opts *o = w->opts;
     if (o->sleep_ms > 0)
-        mw_clock_sleep_ms(o->sleep_ms); /* a worker busy computing: nothing else runs */
+        mc_clock_sleep_ms(o->sleep_ms); /* a worker busy computing: nothing else runs */
     long pieces = r->split > 1 ? r->split : o->split;
     long pause_ms = r->split > 1 ? r->split_pause_ms : o->split_pause_ms;
-    int64_t pause_ns = (int64_t)pause_ms * MW_NS_PER_MS;
+    int64_t pause_ns = (int64_t)pause_ms * MC_NS_PER_MS;
 
     if (r->no_reply) {
         /* nothing */
@@ -182,9 +182,9 @@ int64_t mw_req_deadline(const mw_worker *w)
     for (size_t i = 0; i < w->reqs.n; i++) {
         const mw_req *r = w->reqs.v[i];
         if (r->notify_sent < r->notify_total)
-            d = mw_clock_earliest(d, r->notify_at);
+            d = mc_clock_earliest(d, r->notify_at);
         else if (!r->waiting_client && r->answer_at != MW_NEVER)
-            d = mw_clock_earliest(d, r->answer_at ? r->answer_at : 1);
+            d = mc_clock_earliest(d, r->answer_at ? r->answer_at : 1);
     }
     return d;
 }

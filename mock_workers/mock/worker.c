@@ -12,10 +12,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/diag.h"
 #include "common/sig.h"
 #include "bad.h"
-#include "clock.h"
 #include "dispatch.h"
 #include "signals.h"
 #include "spam.h"
@@ -179,7 +179,7 @@ static void handle_lines(mw_worker *w)
         }
         size_t n = (size_t)(nl - (w->in.data + start));
         mw_log_record(&w->log, "in", w->in.data + start, n);
-        mw_dispatch_line(w, w->in.data + start, n, mw_clock_now());
+        mw_dispatch_line(w, w->in.data + start, n, mc_clock_now());
         start += n + 1;
         w->in_scanned = start;
     }
@@ -193,7 +193,7 @@ static void on_eof(mw_worker *w)
     /* A last line without newline still counts as a line. */
     if (w->in.len > 0 && !w->pending && !w->quit && !w->stall_read) {
         mw_log_record(&w->log, "in", w->in.data, w->in.len);
-        mw_dispatch_line(w, w->in.data, w->in.len, mw_clock_now());
+        mw_dispatch_line(w, w->in.data, w->in.len, mc_clock_now());
         mc_buf_consume(&w->in, w->in.len);
         w->in_scanned = 0;
     }
@@ -241,7 +241,7 @@ static void on_signals(mw_worker *w, int64_t now)
         }
         if (w->opts->term_delay_ms > 0) {
             if (!w->term_at)
-                w->term_at = now + (int64_t)w->opts->term_delay_ms * MW_NS_PER_MS;
+                w->term_at = now + (int64_t)w->opts->term_delay_ms * MC_NS_PER_MS;
         } else {
             quit(w, MW_EXIT_OK);
         }
@@ -273,11 +273,11 @@ static bool drained(const mw_worker *w)
 static int64_t next_deadline(const mw_worker *w, int64_t now)
 {
     int64_t d = mw_out_deadline(&w->out, now);
-    d = mw_clock_earliest(d, w->term_at);
+    d = mc_clock_earliest(d, w->term_at);
     if (!w->pending) {
-        d = mw_clock_earliest(d, mw_req_deadline(w));
-        d = mw_clock_earliest(d, mw_flood_deadline(&w->flood, &w->out, now));
-        d = mw_clock_earliest(d, w->crash_at);
+        d = mc_clock_earliest(d, mw_req_deadline(w));
+        d = mc_clock_earliest(d, mw_flood_deadline(&w->flood, &w->out, now));
+        d = mc_clock_earliest(d, w->crash_at);
     }
     return d;
 }
@@ -285,13 +285,13 @@ static int64_t next_deadline(const mw_worker *w, int64_t now)
 int mw_worker_run(mw_worker *w)
 {
     const mw_opts *o = w->opts;
-    int64_t now = mw_clock_now();
+    int64_t now = mc_clock_now();
 
     if (o->mode == MW_MODE_CRASH) {
         if (o->crash_after_ms == 0)
             mw_worker_terminate(w, o->exit_status, o->signo);
         else
-            w->crash_at = now + (int64_t)o->crash_after_ms * MW_NS_PER_MS;
+            w->crash_at = now + (int64_t)o->crash_after_ms * MC_NS_PER_MS;
     }
     if (o->stall != MW_STALL_NONE && o->stall_after == 0) {
         if (o->stall == MW_STALL_READ)
@@ -303,7 +303,7 @@ int mw_worker_run(mw_worker *w)
         mw_worker_trigger(w, NULL, NULL, now);
 
     while (!w->quit) {
-        now = mw_clock_now();
+        now = mc_clock_now();
         if (!w->pending) {
             mw_req_step_all(w, now);
             mw_flood_tick(&w->flood, &w->out, now);
@@ -336,7 +336,7 @@ int mw_worker_run(mw_worker *w)
         }
         if (mw_out_wants_pollout(&w->out, now))
             fds[n++] = (struct pollfd){ .fd = STDOUT_FILENO, .events = POLLOUT };
-        int timeout = mw_clock_timeout_ms(next_deadline(w, now), now);
+        int timeout = mc_clock_timeout_ms(next_deadline(w, now), now);
         int pr = poll(fds, n, timeout);
         if (pr < 0) {
             if (errno == EINTR)
@@ -345,7 +345,7 @@ int mw_worker_run(mw_worker *w)
             quit(w, MW_EXIT_IO);
             break;
         }
-        now = mw_clock_now();
+        now = mc_clock_now();
         if (fds[0].revents & POLLIN)
             on_signals(w, now);
         if (in_idx >= 0 && !w->quit && (fds[in_idx].revents & (POLLIN | POLLHUP | POLLERR)))
