@@ -1,11 +1,10 @@
 /* Output queue (see out.h). */
 #include "out.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "common/stdio.h"
 #include "status.h"
 
 struct mw_unit {
@@ -137,14 +136,11 @@ int mw_out_write(mw_out *o, int64_t now)
         if (u->ready_at > now)
             return MC_OK;
         size_t end = piece_end(u);
-        ssize_t r = write(o->fd, u->data + u->off, end - u->off);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return MC_OK;
-            return errno == EPIPE ? MC_EOF : MC_ERR;
-        }
+        ssize_t r = mc_stdio_write(o->fd, u->data + u->off, end - u->off);
+        if (r < 0)
+            return (int)r; /* MC_EOF: the reader is gone */
+        if (r == 0)
+            return MC_OK; /* the pipe is full: POLLOUT */
         u->off += (size_t)r;
         o->queued -= (size_t)r;
         if (u->off < end)

@@ -3,8 +3,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +19,6 @@
 #include "spam.h"
 #include "status.h"
 
-#define READ_CHUNK 65536
-
 /* JSON string of an environment variable, or null. */
 static char *env_json(const char *name)
 {
@@ -35,14 +31,6 @@ static char *env_json(const char *name)
     cJSON_free(p);
     cJSON_Delete(s);
     return copy;
-}
-
-static int set_nonblocking(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return MC_ERR;
-    return MC_OK;
 }
 
 static void log_start(const mw_worker *w, int argc, char **argv)
@@ -62,9 +50,9 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
 {
     memset(w, 0, sizeof *w);
     w->opts = o;
-    w->sig_fd = -1;
+    w->stdio = (mc_stdio)MC_STDIO_CLOSED;
     w->pid = (long)getpid();
-    mc_buf_init(&w->in);
+    mc_lines_init(&w->in);
     mc_buf_init(&w->cancelled);
     mw_reqs_init(&w->reqs);
     mw_flood_init(&w->flood);
@@ -86,27 +74,16 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
     struct rlimit nocore = { 0, 0 };
     setrlimit(RLIMIT_CORE, &nocore);
 
-    w->sig_fd = mc_sig_open();
-    if (w->sig_fd < 0) {
-        mc_diag_note("cannot set up signals: %s", strerror(errno));
-        return MC_ERR;
-    }
-    /* Only stdin and stdout: stderr may be shared with the daemon. */
-    if (set_nonblocking(STDIN_FILENO) < 0 || set_nonblocking(STDOUT_FILENO) < 0) {
-        mc_diag_note("cannot make stdin/stdout non-blocking: %s", strerror(errno));
-        return MC_ERR;
-    }
-    return MC_OK;
+    return mc_stdio_open(&w->stdio);
 }
 
 void mw_worker_fini(mw_worker *w)
 {
-    mc_sig_close(w->sig_fd);
-    w->sig_fd = -1;
+    mc_stdio_close(&w->stdio);
     mw_out_fini(&w->out);
     mw_reqs_fini(&w->reqs);
     mw_flood_fini(&w->flood);
-    mc_buf_fini(&w->in);
+    mc_lines_fini(&w->in);
     mc_buf_fini(&w->cancelled);
     free(w->worker_json);
     free(w->pool_json);
@@ -169,33 +146,24 @@ bool mw_worker_trigger(mw_worker *w, const char *id_raw, const char *sid_raw, in
  * input happened to be chunked. */
 static void handle_lines(mw_worker *w)
 {
-    size_t start = 0;
-    while (!w->pending && !w->quit && !w->stall_read) {
-        size_t from = start > w->in_scanned ? start : w->in_scanned;
-        char *nl = memchr(w->in.data + from, '\n', w->in.len - from);
-        if (!nl) {
-            w->in_scanned = w->in.len;
-            break;
-        }
-        size_t n = (size_t)(nl - (w->in.data + start));
-        mw_log_record(&w->log, "in", w->in.data + start, n);
-        mw_dispatch_line(w, w->in.data + start, n, mc_clock_now());
-        start += n + 1;
-        w->in_scanned = start;
+    const char *line;
+    size_t n;
+    while (!w->pending && !w->quit && !w->stall_read && mc_lines_next(&w->in, &line, &n)) {
+        mw_log_record(&w->log, "in", line, n);
+        mw_dispatch_line(w, line, n, mc_clock_now());
     }
-    mc_buf_consume(&w->in, start);
-    w->in_scanned = w->in_scanned > start ? w->in_scanned - start : 0;
 }
 
 static void on_eof(mw_worker *w)
 {
     w->eof = true;
     /* A last line without newline still counts as a line. */
-    if (w->in.len > 0 && !w->pending && !w->quit && !w->stall_read) {
-        mw_log_record(&w->log, "in", w->in.data, w->in.len);
-        mw_dispatch_line(w, w->in.data, w->in.len, mc_clock_now());
-        mc_buf_consume(&w->in, w->in.len);
-        w->in_scanned = 0;
+    const char *rest;
+    size_t n = mc_lines_rest(&w->in, &rest);
+    if (n > 0 && !w->pending && !w->quit && !w->stall_read) {
+        mw_log_record(&w->log, "in", rest, n);
+        mw_dispatch_line(w, rest, n, mc_clock_now());
+        mc_lines_clear(&w->in);
     }
     if (w->opts->eof_stay)
         return;
@@ -206,27 +174,21 @@ static void on_eof(mw_worker *w)
 
 static void read_input(mw_worker *w)
 {
-    char chunk[READ_CHUNK];
-    ssize_t r = read(STDIN_FILENO, chunk, sizeof chunk);
-    if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-            return;
+    ssize_t r = mc_lines_read(&w->in, STDIN_FILENO);
+    if (r == MC_ERR) {
         mc_diag_note("read from stdin: %s", strerror(errno));
         quit(w, MW_EXIT_IO);
-        return;
-    }
-    if (r == 0) {
+    } else if (r == MC_EOF) {
         on_eof(w);
-        return;
+    } else if (r > 0) {
+        handle_lines(w);
     }
-    mc_buf_append(&w->in, chunk, (size_t)r);
-    handle_lines(w);
 }
 
 static void on_signals(mw_worker *w, int64_t now)
 {
     int signo;
-    while ((signo = mc_sig_next(w->sig_fd)) > 0) {
+    while ((signo = mc_sig_next(w->stdio.sig_fd)) > 0) {
         const char *name = mw_signals_name(signo);
         mw_log_record(&w->log, "signal", name, strlen(name));
         if (signo == SIGTERM && w->opts->ignore_sigterm) {
@@ -326,29 +288,21 @@ int mw_worker_run(mw_worker *w)
         if (w->quit)
             break;
 
-        struct pollfd fds[3];
-        nfds_t n = 0;
-        fds[n++] = (struct pollfd){ .fd = w->sig_fd, .events = POLLIN };
-        int in_idx = -1;
-        if (!w->eof && !w->stall_read && !w->pending) {
-            in_idx = (int)n;
-            fds[n++] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
-        }
-        if (mw_out_wants_pollout(&w->out, now))
-            fds[n++] = (struct pollfd){ .fd = STDOUT_FILENO, .events = POLLOUT };
+        bool want_in = !w->eof && !w->stall_read && !w->pending;
         int timeout = mc_clock_timeout_ms(next_deadline(w, now), now);
-        int pr = poll(fds, n, timeout);
-        if (pr < 0) {
-            if (errno == EINTR)
-                continue;
-            mc_diag_note("poll: %s", strerror(errno));
+        mc_ready ready;
+        int waited = mc_stdio_wait(&w->stdio, want_in, mw_out_wants_pollout(&w->out, now),
+                                   timeout, &ready);
+        if (waited == MC_EAGAIN)
+            continue;
+        if (waited < 0) {
             quit(w, MW_EXIT_IO);
             break;
         }
         now = mc_clock_now();
-        if (fds[0].revents & POLLIN)
+        if (ready.sig)
             on_signals(w, now);
-        if (in_idx >= 0 && !w->quit && (fds[in_idx].revents & (POLLIN | POLLHUP | POLLERR)))
+        if (ready.in && !w->quit)
             read_input(w);
     }
     char status[16];

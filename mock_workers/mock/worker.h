@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/lines.h"
+#include "common/stdio.h"
 #include "flood.h"
 #include "log.h"
 #include "opts.h"
@@ -18,9 +20,8 @@ struct mw_worker {
     mw_out out;
     mw_reqs reqs;
     mw_flood flood;
-    mc_buf in;            /* bytes read from stdin, not yet split into lines */
-    size_t in_scanned;    /* prefix of `in` known to hold no newline */
-    int sig_fd;
+    mc_lines in;          /* stdin */
+    mc_stdio stdio;       /* stdin/stdout flags, the signal self-pipe */
     char *worker_json;    /* owned: "\"3\"" or "null" (STDIO_BUS_WORKER_ID) */
     char *pool_json;      /* owned: STDIO_BUS_POOL_ID likewise */
     long pid;

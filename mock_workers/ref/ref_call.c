@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 
 void ref_calls_init(ref_calls *c)
 {
@@ -114,9 +115,9 @@ ref_call *ref_calls_find_sample(ref_calls *c, unsigned long seq)
 
 int64_t ref_calls_deadline(const ref_calls *c)
 {
-    int64_t best = -1;
+    int64_t best = 0;
     for (const ref_call *call = c->head; call; call = call->next)
-        if (call->kind == REF_CALL_SLOW && (best < 0 || call->due_ns < best))
-            best = call->due_ns;
+        if (call->kind == REF_CALL_SLOW)
+            best = mc_clock_earliest(best, call->due_ns); /* due_ns > 0: after start */
     return best;
 }

@@ -56,7 +56,8 @@ ref_origin ref_call_origin(const ref_call *call);
 ref_call *ref_calls_match(ref_calls *c, ref_call *after, const cJSON *id, ref_span sid);
 /* The sample call whose request to the client had id "ref-<seq>". */
 ref_call *ref_calls_find_sample(ref_calls *c, unsigned long seq);
-/* The earliest due_ns of the slow calls, or -1. */
+/* The earliest due_ns of the slow calls (a CLOCK_MONOTONIC deadline, as
+ * in common/clock.h), or 0 for none. */
 int64_t ref_calls_deadline(const ref_calls *c);
 
 #endif

@@ -1,9 +1,7 @@
 /* stdout queue (see ref_out.h). */
 #include "ref_out.h"
 
-#include <errno.h>
-#include <unistd.h>
-
+#include "common/stdio.h"
 #include "ref_status.h"
 
 /* Compact the buffer once this much has been written from its front. */
@@ -36,17 +34,14 @@ int ref_out_flush(ref_out *o)
     if (o->dead)
         return MC_EOF;
     while (o->off < o->q.len) {
-        ssize_t w = write(o->fd, o->q.data + o->off, o->q.len - o->off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (w <= 0) {
-            int rc = (w < 0 && errno == EPIPE) ? MC_EOF : MC_ERR;
+        ssize_t w = mc_stdio_write(o->fd, o->q.data + o->off, o->q.len - o->off);
+        if (w == 0)
+            break; /* the pipe is full: POLLOUT */
+        if (w < 0) {
             o->dead = true;
             mc_buf_clear(&o->q);
             o->off = 0;
-            return rc;
+            return (int)w; /* MC_EOF when the reader is gone */
         }
         o->off += (size_t)w;
     }
