@@ -9,7 +9,6 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/diag.h"
-#include "log.h"
 #include "out.h"
 #include "raw.h"
 #include "req.h"
@@ -213,7 +212,8 @@ static void handle_request(mw_worker *w, const cJSON *msg, const char *line, siz
         return;
     }
     directives(w, r, mock, now);
-    mw_req_start(w, r, now);
+    mw_req_start(&w->reqs, r, now);
+    mw_worker_reqs_done(w);
 }
 
 static void handle_notification(mw_worker *w, const cJSON *msg, const char *method)
@@ -225,7 +225,7 @@ static void handle_notification(mw_worker *w, const cJSON *msg, const char *meth
             mc_diag_note("notifications/cancelled without params.requestId: ignored");
         } else {
             char *norm = render(rid);
-            if (mw_req_cancel(w, norm) != MC_OK)
+            if (mw_req_cancel(&w->reqs, norm) != MC_OK)
                 mc_diag_note("cancellation of %s matches no cancellable request: ignored", norm);
             free(norm);
         }
@@ -245,8 +245,9 @@ static void handle_response(mw_worker *w, const cJSON *msg, const char *line, si
     }
     char *norm = render(id);
     mw_span sp = mw_raw_trim(line, len);
-    if (mw_req_client_reply(w, norm, sp.p, sp.n, now) != MC_OK)
+    if (mw_req_client_reply(&w->reqs, norm, sp.p, sp.n, now) != MC_OK)
         mc_diag_note("response to %s, which no request of mine is waiting for: recorded", norm);
+    mw_worker_reqs_done(w);
     free(norm);
 }
 

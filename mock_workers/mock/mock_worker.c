@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "common/diag.h"
+#include "loop.h"
 #include "opts.h"
 #include "status.h"
 #include "worker.h"
@@ -22,7 +23,7 @@ int main(int argc, char **argv)
     mw_worker w;
     int status = MW_EXIT_IO;
     if (mw_worker_init(&w, &opts, argc, argv) == MC_OK)
-        status = mw_worker_run(&w);
+        status = mw_loop_run(&w);
     mw_worker_fini(&w);
     return status;
 }

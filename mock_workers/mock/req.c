@@ -1,19 +1,41 @@
 /* In-flight requests and their answers (see req.h). */
 #include "req.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/diag.h"
 #include "log.h"
 #include "status.h"
-#include "worker.h"
 
-void mw_reqs_init(mw_reqs *t)
+/* JSON string of an environment variable, or null. */
+static char *env_json(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v)
+        return mc_xstrndup("null", 4);
+    cJSON *s = cJSON_CreateString(v);
+    char *p = s ? cJSON_PrintUnformatted(s) : NULL;
+    char *copy = mc_xstrndup(p ? p : "null", p ? strlen(p) : 4);
+    cJSON_free(p);
+    cJSON_Delete(s);
+    return copy;
+}
+
+void mw_reqs_init(mw_reqs *t, mw_out *out, const mw_log *log, const mw_opts *opts)
 {
     memset(t, 0, sizeof *t);
+    t->out = out;
+    t->log = log;
+    t->opts = opts;
+    t->pid = (long)getpid();
+    mc_buf_init(&t->cancelled);
+    t->worker_json = env_json("STDIO_BUS_WORKER_ID");
+    t->pool_json = env_json("STDIO_BUS_POOL_ID");
 }
 
 void mw_reqs_fini(mw_reqs *t)
@@ -21,7 +43,17 @@ void mw_reqs_fini(mw_reqs *t)
     for (size_t i = 0; i < t->n; i++)
         mw_req_free(t->v[i]);
     free(t->v);
+    free(t->worker_json);
+    free(t->pool_json);
+    mc_buf_fini(&t->cancelled);
     memset(t, 0, sizeof *t);
+}
+
+bool mw_reqs_take_exit(mw_reqs *t)
+{
+    bool due = t->exit_due;
+    t->exit_due = false;
+    return due;
 }
 
 mw_req *mw_req_new(void)
@@ -56,7 +88,7 @@ static void remove_at(mw_reqs *t, size_t i)
     t->n--;
 }
 
-static void progress(mw_worker *w, mw_req *r)
+static void progress(mw_reqs *t, mw_req *r)
 {
     mc_buf b;
     mc_buf_init(&b);
@@ -67,12 +99,12 @@ static void progress(mw_worker *w, mw_req *r)
     if (r->sid_raw)
         mc_buf_printf(&b, ",\"sessionId\":%s", r->sid_raw);
     mc_buf_puts(&b, "}");
-    mw_out_line(&w->out, b.data, b.len);
+    mw_out_line(t->out, b.data, b.len);
     mc_buf_fini(&b);
 }
 
 /* The echo answer (README "echo"), with the directives that shape it. */
-static void build_answer(const mw_worker *w, const mw_req *r, mc_buf *b)
+static void build_answer(const mw_reqs *t, const mw_req *r, mc_buf *b)
 {
     mc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
     mc_buf_puts(b, r->reply_id ? r->reply_id : r->id_raw);
@@ -80,12 +112,12 @@ static void build_answer(const mw_worker *w, const mw_req *r, mc_buf *b)
     mc_buf_puts(b, r->method_raw);
     mc_buf_puts(b, ",\"params\":");
     mc_buf_puts(b, r->params_raw ? r->params_raw : "null");
-    mc_buf_printf(b, ",\"worker\":%s,\"pool\":%s,\"pid\":%ld", w->worker_json, w->pool_json,
-                  w->pid);
+    mc_buf_printf(b, ",\"worker\":%s,\"pool\":%s,\"pid\":%ld", t->worker_json, t->pool_json,
+                  t->pid);
     if (r->cancelled_query) {
         mc_buf_puts(b, ",\"cancelled\":[");
-        if (w->cancelled.len)
-            mc_buf_append(b, w->cancelled.data, w->cancelled.len);
+        if (t->cancelled.len)
+            mc_buf_append(b, t->cancelled.data, t->cancelled.len);
         mc_buf_puts(b, "]");
     }
     if (r->client_reply)
@@ -105,9 +137,9 @@ static void build_answer(const mw_worker *w, const mw_req *r, mc_buf *b)
     mc_buf_puts(b, "}");
 }
 
-static void answer(mw_worker *w, mw_req *r)
+static void answer(mw_reqs *t, mw_req *r)
 {
-    const mw_opts *o = w->opts;
+    const mw_opts *o = t->opts;
     if (o->sleep_ms > 0)
         mc_clock_sleep_ms(o->sleep_ms); /* a worker busy computing: nothing else runs */
     long pieces = r->split > 1 ? r->split : o->split;
@@ -121,40 +153,39 @@ static void answer(mw_worker *w, mw_req *r)
         mc_buf_init(&b);
         for (long i = 0; i < r->emit_repeat; i++)
             mc_buf_append(&b, r->emit, r->emit_len);
-        mw_out_bytes(&w->out, b.data ? b.data : "", b.len, pieces, pause_ns, false);
+        mw_out_bytes(t->out, b.data ? b.data : "", b.len, pieces, pause_ns, false);
         mc_buf_fini(&b);
     } else {
         mc_buf b;
         mc_buf_init(&b);
-        build_answer(w, r, &b);
+        build_answer(t, r, &b);
         if (pieces > 1)
-            mw_out_bytes(&w->out, b.data, b.len, pieces, pause_ns, true);
+            mw_out_bytes(t->out, b.data, b.len, pieces, pause_ns, true);
         else
-            mw_out_line(&w->out, b.data, b.len);
+            mw_out_line(t->out, b.data, b.len);
         mc_buf_fini(&b);
     }
     if (r->then_exit)
-        mw_worker_terminate(w, MW_EXIT_OK, 0);
+        t->exit_due = true;
 }
 
 /* Queues what is due for r. Returns true once r is finished. */
-static bool step(mw_worker *w, mw_req *r, int64_t now)
+static bool step(mw_reqs *t, mw_req *r, int64_t now)
 {
     while (r->notify_sent < r->notify_total && r->notify_at <= now) {
-        progress(w, r);
+        progress(t, r);
         r->notify_sent++;
         r->notify_at += r->notify_interval_ns;
     }
     if (r->notify_sent < r->notify_total || r->waiting_client || r->answer_at > now)
         return false;
-    answer(w, r);
+    answer(t, r);
     return true;
 }
 
-void mw_req_start(mw_worker *w, mw_req *r, int64_t now)
+void mw_req_start(mw_reqs *t, mw_req *r, int64_t now)
 {
-    mw_reqs *t = &w->reqs;
-    if (step(w, r, now)) {
+    if (step(t, r, now)) {
         mw_req_free(r);
         return;
     }
@@ -165,22 +196,21 @@ void mw_req_start(mw_worker *w, mw_req *r, int64_t now)
     t->v[t->n++] = r;
 }
 
-void mw_req_step_all(mw_worker *w, int64_t now)
+void mw_req_step_all(mw_reqs *t, int64_t now)
 {
-    mw_reqs *t = &w->reqs;
-    for (size_t i = 0; i < t->n && !w->pending && !w->quit;) {
-        if (step(w, t->v[i], now))
+    for (size_t i = 0; i < t->n && !t->exit_due;) {
+        if (step(t, t->v[i], now))
             remove_at(t, i);
         else
             i++;
     }
 }
 
-int64_t mw_req_deadline(const mw_worker *w)
+int64_t mw_req_deadline(const mw_reqs *t)
 {
     int64_t d = 0;
-    for (size_t i = 0; i < w->reqs.n; i++) {
-        const mw_req *r = w->reqs.v[i];
+    for (size_t i = 0; i < t->n; i++) {
+        const mw_req *r = t->v[i];
         if (r->notify_sent < r->notify_total)
             d = mc_clock_earliest(d, r->notify_at);
         else if (!r->waiting_client && r->answer_at != MW_NEVER)
@@ -189,44 +219,41 @@ int64_t mw_req_deadline(const mw_worker *w)
     return d;
 }
 
-int mw_req_client_reply(mw_worker *w, const char *id_norm, const char *line, size_t len,
+int mw_req_client_reply(mw_reqs *t, const char *id_norm, const char *line, size_t len,
                         int64_t now)
 {
-    mw_reqs *t = &w->reqs;
     for (size_t i = 0; i < t->n; i++) {
         mw_req *r = t->v[i];
         if (!r->waiting_client || strcmp(r->srv_id, id_norm) != 0)
             continue;
         r->waiting_client = false;
         r->client_reply = mc_xstrndup(line, len);
-        if (step(w, r, now))
+        if (step(t, r, now))
             remove_at(t, i);
         return MC_OK;
     }
     return MC_ENOTFOUND;
 }
 
-int mw_req_cancel(mw_worker *w, const char *id_norm)
+int mw_req_cancel(mw_reqs *t, const char *id_norm)
 {
-    mw_reqs *t = &w->reqs;
     for (size_t i = 0; i < t->n; i++) {
         mw_req *r = t->v[i];
         if (!r->cancellable || strcmp(r->id_norm, id_norm) != 0)
             continue;
-        mw_log_record(&w->log, "cancel", r->id_raw, strlen(r->id_raw));
+        mw_log_record(t->log, "cancel", r->id_raw, strlen(r->id_raw));
         mc_diag_note("request %s cancelled, dropped without an answer", r->id_raw);
-        if (w->cancelled.len)
-            mc_buf_puts(&w->cancelled, ",");
-        mc_buf_puts(&w->cancelled, r->id_raw);
+        if (t->cancelled.len)
+            mc_buf_puts(&t->cancelled, ",");
+        mc_buf_puts(&t->cancelled, r->id_raw);
         remove_at(t, i);
         return MC_OK;
     }
     return MC_ENOTFOUND;
 }
 
-void mw_req_drop_unfinishable(mw_worker *w)
+void mw_req_drop_unfinishable(mw_reqs *t)
 {
-    mw_reqs *t = &w->reqs;
     for (size_t i = 0; i < t->n;) {
         mw_req *r = t->v[i];
         if (r->waiting_client || r->answer_at == MW_NEVER) {

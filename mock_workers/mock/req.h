@@ -1,7 +1,12 @@
 /* In-flight requests: the table, and how each one progresses to its answer
  * (progress notifications, delay, waiting for the client's reply to a
  * server-to-client request, cancellation). Kept in arrival order, so when
- * several answers fall due at once they come out in that order. */
+ * several answers fall due at once they come out in that order.
+ *
+ * The table knows what every answer carries (the worker's identity, the
+ * cancelled ids) and where it goes (the output queue), but not the worker:
+ * an answer that asks the worker to exit ("then": "exit") is a verdict the
+ * caller collects with mw_reqs_take_exit and acts on. */
 #ifndef MW_REQ_H
 #define MW_REQ_H
 
@@ -9,9 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MW_NEVER INT64_MAX
+#include "common/buf.h"
+#include "log.h"
+#include "opts.h"
+#include "out.h"
 
-typedef struct mw_worker mw_worker;
+#define MW_NEVER INT64_MAX
 
 typedef struct mw_req {
     char *id_raw;      /* the id token exactly as received */
@@ -41,31 +49,44 @@ typedef struct mw_req {
 typedef struct mw_reqs {
     mw_req **v; /* owned, arrival order */
     size_t n, cap;
+    mw_out *out;         /* borrowed: where answers go */
+    const mw_log *log;   /* borrowed: `cancel` records */
+    const mw_opts *opts; /* borrowed: --sleep-ms, --split, --split-pause-ms */
+    char *worker_json;   /* owned: "\"3\"" or "null" (STDIO_BUS_WORKER_ID) */
+    char *pool_json;     /* owned: STDIO_BUS_POOL_ID likewise */
+    long pid;
+    mc_buf cancelled;    /* ids of cancelled requests, raw, comma-separated */
+    bool exit_due;       /* an answer asked for "then": "exit" */
 } mw_reqs;
 
-void mw_reqs_init(mw_reqs *t);
+/* Reads the worker's identity from the environment; out, log and opts are
+ * borrowed for the table's lifetime. */
+void mw_reqs_init(mw_reqs *t, mw_out *out, const mw_log *log, const mw_opts *opts);
 void mw_reqs_fini(mw_reqs *t);
+/* True once after an answer asked for "then": "exit": the caller then
+ * terminates the worker with status 0. Advancing stops there meanwhile. */
+bool mw_reqs_take_exit(mw_reqs *t);
 /* A zeroed request (answer_at 0: due at once). Free with mw_req_free. */
 mw_req *mw_req_new(void);
 void mw_req_free(mw_req *r);
 
 /* Takes ownership of r, appends it, and advances it at once (what is due
- * now is queued on the worker's output). */
-void mw_req_start(mw_worker *w, mw_req *r, int64_t now);
+ * now is queued on the output). */
+void mw_req_start(mw_reqs *t, mw_req *r, int64_t now);
 /* Advances every request whose time has come; finished ones are freed.
- * Stops early once the worker is terminating. */
-void mw_req_step_all(mw_worker *w, int64_t now);
+ * Stops early once an answer asked the worker to exit. */
+void mw_req_step_all(mw_reqs *t, int64_t now);
 /* Earliest deadline among in-flight requests, or 0. */
-int64_t mw_req_deadline(const mw_worker *w);
+int64_t mw_req_deadline(const mw_reqs *t);
 /* Routes the client's response (id rendering id_norm, raw line) to the
  * request that sent "srv-N". Returns MC_OK or MC_ENOTFOUND. */
-int mw_req_client_reply(mw_worker *w, const char *id_norm, const char *line, size_t len,
+int mw_req_client_reply(mw_reqs *t, const char *id_norm, const char *line, size_t len,
                         int64_t now);
 /* Drops the oldest cancellable request whose id renders as id_norm and
  * records it. Returns MC_OK or MC_ENOTFOUND. */
-int mw_req_cancel(mw_worker *w, const char *id_norm);
+int mw_req_cancel(mw_reqs *t, const char *id_norm);
 /* At EOF: drops requests that can only end by an input that will never
  * come (a client reply, a cancellation). */
-void mw_req_drop_unfinishable(mw_worker *w);
+void mw_req_drop_unfinishable(mw_reqs *t);
 
 #endif

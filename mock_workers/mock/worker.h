@@ -1,4 +1,6 @@
-/* The worker: its state, the poll loop, start-up and termination. */
+/* The worker: its state, start-up, termination and the mode's trigger.
+ * What reads it and moves it on: the poll loop (loop.h), which hands each
+ * input line to dispatch.h. */
 #ifndef MW_WORKER_H
 #define MW_WORKER_H
 
@@ -14,6 +16,8 @@
 #include "out.h"
 #include "req.h"
 
+typedef struct mw_worker mw_worker;
+
 struct mw_worker {
     const mw_opts *opts; /* borrowed */
     mw_log log;
@@ -22,12 +26,8 @@ struct mw_worker {
     mw_flood flood;
     mc_lines in;          /* stdin */
     mc_stdio stdio;       /* stdin/stdout flags, the signal self-pipe */
-    char *worker_json;    /* owned: "\"3\"" or "null" (STDIO_BUS_WORKER_ID) */
-    char *pool_json;      /* owned: STDIO_BUS_POOL_ID likewise */
-    long pid;
     long messages;        /* non-blank lines handled */
     unsigned long srv_seq;/* last "srv-N" used */
-    mc_buf cancelled;     /* ids of cancelled requests, raw, comma-separated */
     bool triggered;       /* the mode's trigger has fired */
     bool stall_read;      /* no more lines are read or handled */
     bool eof;
@@ -44,13 +44,16 @@ struct mw_worker {
  * MC_OK or MC_ERR after a diagnostic. argv is logged in the start record. */
 int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv);
 void mw_worker_fini(mw_worker *w);
-/* Runs until the worker exits voluntarily; returns the exit status (the
- * `exit` record is logged). Dying of a signal does not return. */
-int mw_worker_run(mw_worker *w);
 /* Exit with status (or die of signo when non-zero) once the output queued
  * so far is written; nothing new is read or produced meanwhile. The first
  * call wins. */
 void mw_worker_terminate(mw_worker *w, int status, int signo);
+/* Leave the poll loop now with status, whatever is still queued. The
+ * first call wins. */
+void mw_worker_quit(mw_worker *w, int status);
+/* Terminates with status 0 if an answer asked for "then": "exit" since
+ * the last call (mw_reqs_take_exit). */
+void mw_worker_reqs_done(mw_worker *w);
 /* Fires the mode's trigger (bad output, flood, spam) once. id_raw/sid_raw
  * are the first request's tokens (NULL at start). Returns true when the
  * trigger's output stands in for that request's answer. */
