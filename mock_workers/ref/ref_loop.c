@@ -11,6 +11,7 @@
 #include "common/lines.h"
 #include "common/sig.h"
 #include "common/stdio.h"
+#include "ref_recv.h"
 #include "ref_rpc.h"
 #include "ref_state.h"
 #include "ref_status.h"
@@ -38,7 +39,7 @@ static void cut_lines(loop *l)
         if (l->discarding)
             l->discarding = false; /* the over-long line ends here */
         else
-            ref_rpc_line(&l->st, line, n);
+            ref_recv_line(&l->st, line, n);
     }
     if (mc_lines_rest(&l->in, NULL) > REF_LOOP_MAX_LINE) {
         if (!l->discarding) {
@@ -74,7 +75,7 @@ static void read_input(loop *l)
     const char *rest;
     size_t n = mc_lines_rest(&l->in, &rest);
     if (n && !l->discarding)
-        ref_rpc_line(&l->st, rest, n);
+        ref_recv_line(&l->st, rest, n);
     mc_lines_clear(&l->in);
     mc_diag_debug("end of input");
     close_input(l, "input closed before the client answered");

@@ -2,12 +2,14 @@
  * JSON-RPC 2.0 on NDJSON stdio that meets every clause of WORKER_SPEC.md.
  * Single-threaded, non-blocking, cJSON only. See README.md, "ref_worker".
  *
- * Modules: ref_loop (poll loop, stdin lines, shutdown), ref_rpc (JSON-RPC
- * envelopes, batches, answers), ref_mcp (lifecycle, dispatch), ref_tools
- * (tools, progress, cancellation, sampling), ref_call (requests in
- * flight), ref_json (strict JSON, raw tokens), ref_out (stdout queue);
- * and from mock_workers/common: buffers, stderr notes, status codes,
- * signals. */
+ * Modules, each using only those after it: ref_loop (poll loop, stdin
+ * lines, shutdown), ref_recv (JSON-RPC reading: lines, envelopes,
+ * batches), ref_mcp (lifecycle, dispatch), ref_tools (tools, progress,
+ * cancellation, sampling), ref_rpc (outcomes: answers, errors, batches'
+ * answers, the worker's own messages), ref_call (requests in flight),
+ * ref_out (stdout queue), ref_json (strict JSON, raw tokens); and from
+ * mock_workers/common: stdin lines, stdio and signals, clock, buffers,
+ * stderr notes, status codes. */
 #include <stdio.h>
 #include <string.h>
 
