@@ -9,7 +9,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
-#include "status.h"
+#include "common/status.h"
 
 int mw_log_open(mw_log *l, const char *path, const char *worker)
 {

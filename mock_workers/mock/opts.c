@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/status.h"
 #include "signals.h"
-#include "status.h"
 
 static const char usage[] =
     "usage: mock_worker [--mode echo|crash|flood|spam|bad] [--log FILE] [--pidfile FILE]\n"

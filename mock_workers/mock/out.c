@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/status.h"
 #include "common/stdio.h"
-#include "status.h"
 
 struct mw_unit {
     mw_unit *next;

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 static int is_ws(char c)
 {

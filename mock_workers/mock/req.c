@@ -9,8 +9,8 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/diag.h"
+#include "common/status.h"
 #include "log.h"
-#include "status.h"
 
 /* JSON string of an environment variable, or null. */
 static char *env_json(const char *name)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 static const struct {
     const char *name;

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/diag.h"
 #include "bad.h"
 #include "spam.h"

@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "common/buf.h"
 #include "common/lines.h"
 #include "common/stdio.h"
 #include "flood.h"

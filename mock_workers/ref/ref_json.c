@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "ref_status.h"
+#include "common/status.h"
 
 typedef struct scan {
     const unsigned char *p, *end;

@@ -1,8 +1,8 @@
 /* stdout queue (see ref_out.h). */
 #include "ref_out.h"
 
+#include "common/status.h"
 #include "common/stdio.h"
-#include "ref_status.h"
 
 /* Compact the buffer once this much has been written from its front. */
 #define COMPACT_AT 65536

@@ -7,10 +7,10 @@
 #include <cjson/cJSON.h>
 
 #include "common/diag.h"
+#include "common/status.h"
 #include "ref_json.h"
 #include "ref_mcp.h"
 #include "ref_rpc.h"
-#include "ref_status.h"
 #include "ref_tools.h"
 
 static bool valid_id(const cJSON *id)

@@ -8,7 +8,6 @@
 
 #include "common/buf.h"
 #include "common/diag.h"
-#include "ref_status.h"
 
 struct ref_batch {
     size_t n;        /* messages in the batch */

@@ -12,7 +12,6 @@
 #include "common/diag.h"
 #include "ref_call.h"
 #include "ref_rpc.h"
-#include "ref_status.h"
 
 #define SAMPLE_DEFAULT_MAX_TOKENS 100
 #define SAMPLE_MAX_MAX_TOKENS 1000000
