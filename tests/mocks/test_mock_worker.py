@@ -243,6 +243,26 @@ def test_emit_repeat_writes_verbatim_then_exit(spawn):
     assert len(m.log("out")) == 100
 
 
+def test_then_exit_leaves_later_lines_of_the_same_read_unhandled(spawn):
+    m = spawn()
+    m.send(req(1, mock={"then": "exit"}), req(2))  # one write: 2 is never handled
+    assert m.read_json()["id"] == 1
+    assert m.read_to_eof() == b""
+    assert m.wait() == 0
+    assert len(m.log("in")) == 1
+
+
+def test_then_exit_after_the_client_reply_leaves_later_lines_unhandled(spawn):
+    m = spawn()
+    m.send(req(1, mock={"request": {"method": "q"}, "then": "exit"}))
+    assert json.loads(m.read_line())["id"] == "srv-1"
+    m.send({"jsonrpc": "2.0", "id": "srv-1", "result": {}}, req(2))  # one write
+    assert m.read_json()["id"] == 1
+    assert m.read_to_eof() == b""
+    assert m.wait() == 0
+    assert len(m.log("in")) == 2
+
+
 def test_emit_without_newline_is_logged_as_a_fragment(spawn):
     m = spawn()
     m.send(req(1, mock={"emit": "partial", "then": "exit"}))
