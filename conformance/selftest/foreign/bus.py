@@ -60,6 +60,11 @@ MAX_SESSION_ID = 256
 MAX_REQUEST_ID = 128
 CHUNK = 65536
 WRITE_CHUNK = 262144
+# SB-I-3: a request whose id is in flight on every worker it may go to waits
+# (a worker's answer carries only the id); this sentinel in a client's
+# blockers pauses it until a request ends or a worker starts.
+ID_IN_USE = "id-in-use"
+BUSY = object()
 BACKOFF_FIRST = 0.1
 BACKOFF_CAP = 6.4
 
@@ -167,6 +172,7 @@ class Bus:
         self.window = t["restart_window_sec"]
         self.drain = t["drain_timeout_sec"]
         self.bp_timeout = t["backpressure_timeout_sec"]
+        self.id_waiters = []  # clients paused on ID_IN_USE
         self.sel = selectors.DefaultSelector()
         self.masks = {}
         self.timers = []
@@ -436,7 +442,11 @@ class Bus:
             if len(line) > self.max_in:
                 self._client_overflow(c)
                 return
-            self._client_line(c, line)
+            if self._client_line(c, line) is False:
+                c.inbuf[0:0] = line   # offered again once an id is free
+                c.blockers.add(ID_IN_USE)
+                self.id_waiters.append(c)
+                break
         if not c.closed and c.scan == len(c.inbuf) and len(c.inbuf) >= self.max_in:
             self._client_overflow(c)  # a line that can no longer fit, newline or not
             return
@@ -493,8 +503,11 @@ class Bus:
         c.out.clear()
         self._release(c)
         for o in list(c.blockers):
-            o.held.discard(c)
+            if o is not ID_IN_USE:
+                o.held.discard(c)
         c.blockers.clear()
+        if c in self.id_waiters:
+            self.id_waiters.remove(c)
         self.clients.remove(c)
         log.debug("client gone", client=c.n)
         if self.opts.mode == "stdio":
@@ -516,7 +529,16 @@ class Bus:
             if self.defect == "dies-after-malformed":
                 self._die()
             return
-        self.route_in(c, msg, line)
+        return self.route_in(c, msg, line)
+
+    def _ids_freed(self):
+        """A request ended or a worker started: the clients waiting on an id
+        in use offer their line again."""
+        for c in self.id_waiters:
+            c.blockers.discard(ID_IN_USE)
+            if not c.blockers and not c.closed:
+                self.ready.append(c)
+        self.id_waiters.clear()
 
     # ---------------------------------------------------------------- routing
     def route_in(self, c, msg, line):
@@ -540,11 +562,15 @@ class Bus:
             return
         if s is not None:
             w = s.worker
+            if rid is not None and (w, rid) in self.pending:
+                return False
         else:
             if sid is not None and len(self.sessions) >= MAX_SESSIONS:
                 log.warning(f"{MAX_SESSIONS} sessions open; message dropped", client=c.n, session=sid)
                 return
             w = self.pick("session" if sid is not None else "free", rid)
+            if w is BUSY:
+                return False
             if w is None:
                 log.warning("no worker running; message dropped", client=c.n)
                 return
@@ -562,25 +588,22 @@ class Bus:
         self.send(w, line, c)
 
     def pick(self, cursor, rid):
-        """Next RUNNING worker on this cursor; one already holding a request
-        with this id is passed over when another can take it."""
+        """Next RUNNING worker on this cursor that holds no request with this
+        id; BUSY when every running worker holds one, None when none runs."""
         n = len(self.order)
         start = self.cursor[cursor]
-        first = None
+        busy = None
         for k in range(n):
             i = (start + k) % n
             w = self.order[i].worker
             if w is None or w.state != RUNNING:
                 continue
-            if first is None:
-                first = (i, w)
-            if rid is None or (w, rid) not in self.pending:
-                self.cursor[cursor] = i + 1
-                return w
-        if first is None:
-            return None
-        self.cursor[cursor] = first[0] + 1
-        return first[1]
+            if rid is not None and (w, rid) in self.pending:
+                busy = BUSY
+                continue
+            self.cursor[cursor] = i + 1
+            return w
+        return busy
 
     def route_out(self, w, msg, line):
         if msg.has_result:
@@ -599,6 +622,8 @@ class Bus:
                 del self.pending[key]
                 w.keys.discard(key)
             self.npending -= 1
+            if self.id_waiters:
+                self._ids_freed()
             c = e.client
             if c is None:
                 log.warning("response for a client that has left; dropped", id=_show(msg.rid), **w.ctx())
@@ -736,6 +761,8 @@ class Bus:
         self.by_pid[pid] = w
         self.refresh(w)
         log.info(f"worker started for group {g.name!r}", **w.ctx())
+        if self.id_waiters:
+            self._ids_freed()
 
     def _read_worker(self, w):
         try:
@@ -871,6 +898,8 @@ class Bus:
                 if e.client is not None:
                     e.client.entries.discard(e)
         w.keys.clear()
+        if self.id_waiters:
+            self._ids_freed()
         how = f"status {os.waitstatus_to_exitcode(status)}" if os.WIFEXITED(status) \
             else f"signal {signal.Signals(os.WTERMSIG(status)).name}"
         log.info(f"worker ended ({how})", **w.ctx())
