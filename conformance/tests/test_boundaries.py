@@ -109,6 +109,26 @@ def test_answer_must_carry_the_request_token_exactly(bus, asked, answered):
     assert c.recv_line() == right
 
 
+@pytest.mark.clause("SB-I-45")
+def test_ids_a_double_cannot_tell_apart_are_kept_apart(bus):
+    """2^53 + 1 and 2^53 are two tokens, but a worker that keeps numbers in
+    doubles (JavaScript, cJSON) reads both as 2^53 and answers the second
+    with the first's id (the mock's emit plays such a worker). The daemon
+    must not have both pending on one worker: the client would take the
+    second's answer for the first's."""
+    bus.start(instances=1)
+    c = bus.client()
+    first, second = 9007199254740992, 9007199254740993
+    c.send_json({"jsonrpc": "2.0", "id": first, "method": "test/m",
+                 "params": {"who": "first", "mock": {"delay_ms": 300}}})
+    bus.worker_log().wait_received(b'"who":"first"')
+    as_double = json.dumps({"jsonrpc": "2.0", "id": first, "result": {"params": {"who": "second"}}}) + "\n"
+    c.send_json({"jsonrpc": "2.0", "id": second, "method": "test/m", "params": emit_line(as_double)})
+    got = c.recv_response(first)
+    assert field(got, "result", "params", "who") == "first", \
+        "the answer to id 9007199254740993, written back as a double, was taken for id 9007199254740992's"
+
+
 @pytest.mark.clause("SB-3.4-1", "SB-8.2-4", "SB-6.1.1-1")
 def test_sessionids_differing_only_in_their_256th_byte_are_two_sessions(bus):
     bus.start(instances=2)
