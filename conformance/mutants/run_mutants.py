@@ -9,8 +9,11 @@ src/ against the tree root) whose first line names the clauses it breaks:
 
 A variant is CAUGHT when the suite exits 1 and at least one failing test
 cites one of those clauses (a failure elsewhere only is reported as
-"caught elsewhere"). Output: a table and the catch rate, also written to
-<report-dir>/mutants.md and mutants.json.
+"caught elsewhere"). A variant whose clauses are all SHOULD/MAY (SPEC.md)
+is caught by a warning on one of them (the suite then exits 0: "caught
+(warning)"); a variant that breaks a MUST clause needs a failure. The
+modes column lists the modes of the tests that caught it. Output: a table and
+the catch rate, also written to <report-dir>/mutants.md and mutants.json.
 
 usage: conformance/mutants/run_mutants.py [--build-dir build] [--only NAME...]
        [--report-dir build/mutants] [--jobs 2] [--focus]
@@ -29,6 +32,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+from clauses_check import parse_spec  # noqa: E402
 
 
 def parse_patch(path: Path) -> list[str]:
@@ -38,11 +43,20 @@ def parse_patch(path: Path) -> list[str]:
     return first.split(":", 1)[1].split()
 
 
+def breaks_a_must(patterns: list[str]) -> bool:
+    """Whether a clause the patch names (globs allowed) is MUST or MUST NOT."""
+    return any(c["level"] in ("MUST", "MUST NOT") and fnmatch.fnmatchcase(c["id"], pat)
+               for c in parse_spec(str(ROOT / "SPEC.md")) for pat in patterns)
+
+
 def build_variant(patch: Path, work: Path) -> Path | None:
     src = work / "tree"
     shutil.copytree(ROOT / "src", src / "src")
-    shutil.copy(ROOT / "CMakeLists.txt", src)
     shutil.copytree(ROOT / "cmake", src / "cmake")
+    # CMakeLists.txt and what it reads at configure time (VERSION, LICENSE, ...)
+    for f in ROOT.iterdir():
+        if f.is_file():
+            shutil.copy(f, src)
     r = subprocess.run(["patch", "-s", "-p1", "-d", str(src), "-i", str(patch)],
                        capture_output=True, text=True)
     if r.returncode:
@@ -105,24 +119,30 @@ def main() -> int:
                if any(fnmatch.fnmatch(c, pat) for c in t.get("clauses", []) for pat in clauses)]
         if r.returncode == 1 and hit:
             outcome = "caught"
+        elif r.returncode == 0 and hit and not breaks_a_must(clauses):  # warnings only
+            outcome = "caught (warning)"
         elif r.returncode == 1:
             outcome = "caught elsewhere"
         elif r.returncode == 0:
             outcome = "MISSED"
         else:
             outcome = f"harness exit {r.returncode}"
+        modes = sorted({t.get("mode") or "-" for t in hit},
+                       key=lambda m: ("stdio", "unix", "tcp", "-").index(m))
         rows.append({"variant": patch.stem, "breaks": clauses, "outcome": outcome,
-                     "failing": [t["nodeid"] for t in hit or failing][:5],
+                     "modes": modes, "failing": [t["nodeid"] for t in hit or failing][:5],
                      "seconds": round(time.monotonic() - t0, 1)})
-        print(f"   {outcome} ({rows[-1]['seconds']} s): {', '.join(rows[-1]['failing'][:3])}", flush=True)
+        print(f"   {outcome} ({rows[-1]['seconds']} s; modes {','.join(modes) or '-'}): "
+              f"{', '.join(rows[-1]['failing'][:3])}", flush=True)
 
-    caught = sum(r["outcome"] == "caught" for r in rows)
+    caught = sum(r["outcome"] in ("caught", "caught (warning)") for r in rows)
     lines = ["# Broken variants", "",
              f"{caught} of {len(rows)} variants caught by the tests of the clause they break.", "",
-             "| variant | breaks | outcome | failing tests (first) | s |", "|---|---|---|---|---|"]
+             "| variant | breaks | outcome | modes | failing tests (first) | s |",
+             "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['variant']} | {' '.join(r['breaks'])} | {r['outcome']} | "
-                     f"{'<br>'.join(r['failing'][:2])} | {r['seconds']} |")
+                     f"{' '.join(r.get('modes', []))} | {'<br>'.join(r['failing'][:2])} | {r['seconds']} |")
     (report_dir / "mutants.md").write_text("\n".join(lines) + "\n")
     (report_dir / "mutants.json").write_text(json.dumps(rows, indent=2))
     print("\n".join(lines[2:3]))
