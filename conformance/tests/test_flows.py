@@ -220,15 +220,18 @@ def test_cancellation_without_session_goes_round_robin_and_may_miss(bus):
     log = bus.worker_log()
     call(c, "long", "s", method="tools/call", cancellable=True)  # never ends by itself
     holder = log.wait_received(b'"id":"long"').pid
-    reached, misses = [], 0
+    reached, misses, hit = [], 0, False
     for k in range(n):
         c.notify("notifications/cancelled", params={"requestId": "long", "try": k})
         reached.append(log.wait_received(b'"try":%d}' % k).pid)
         cancelled = field(c.request("mock/cancelled", session="s"), "result", "cancelled")
         if reached[-1] != holder:
             misses += 1
-            assert cancelled == [], f"try {k} went to worker {reached[-1]} yet cancelled the request on {holder}"
+            # which try reaches the holder first depends on the cursor (SB-I-30 is a SHOULD)
+            assert cancelled == (["long"] if hit else []), \
+                f"try {k} went to worker {reached[-1]} yet cancelled the request on {holder}"
         else:
+            hit = True
             assert cancelled == ["long"], f"try {k} reached the holder {holder} but did not cancel"
     assert sorted(reached) == sorted(bus.worker_pids()), \
         f"{n} sessionless notifications did not reach {n} different workers (round-robin): {reached}"

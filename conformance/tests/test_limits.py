@@ -322,8 +322,9 @@ def test_worker_over_the_cap_for_backpressure_timeout_is_terminated_and_restarte
     c = bus.client()
     log = bus.worker_log("stuck")
     stuck = log.pids()[0]
+    # the session on the stuck pool's worker: its pid (no daemon extension needed)
     sid = next(f"s{i}" for i in range(16)
-               if c.request(session=f"s{i}")["result"]["pool"] == "stuck")
+               if c.request(session=f"s{i}")["result"]["pid"] == stuck)
     note = json.dumps({"jsonrpc": "2.0", "method": "test/fill", "sessionId": sid,
                        "params": {"pad": "x" * FILL}}).encode() + b"\n"
     t0 = time.monotonic_ns()
