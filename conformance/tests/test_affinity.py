@@ -17,9 +17,8 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonExited, DaemonTimeout, field, procinfo
+from stdio_bus_conformance import DaemonExited, DaemonTimeout, field, procinfo, wait_timeout
 
-WAIT = 5.0
 MIB = 1 << 20
 POLL = 0.005  # /proc and the mock's log have no change notification: poll them
 AFFINITY = pytest.mark.requires("affinity")
@@ -31,7 +30,8 @@ STAY = ["--on-eof", "stay"]
 
 
 # -- helpers ------------------------------------------------------------------------------
-def wait_until(predicate, timeout=WAIT, what="the condition"):
+def wait_until(predicate, timeout=None, what="the condition"):
+    timeout = wait_timeout() if timeout is None else timeout
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -71,7 +71,7 @@ def live_workers(bus):
 
 def new_start(bus, known, what):
     """Waits for a worker start not in `known` (pids); returns its pid."""
-    rec = bus.worker_log().wait_for(lambda r: r.kind == "start" and r.pid not in known, WAIT, what)
+    rec = bus.worker_log().wait_for(lambda r: r.kind == "start" and r.pid not in known, wait_timeout(), what)
     return rec.pid
 
 
@@ -111,7 +111,7 @@ def test_bad_affinity_keys_are_rejected_naming_the_field(bus, case):
     wait_until(lambda: d.proc.poll() is not None or bus.worker_log("p").pids(),
                what="the daemon exiting (or spawning)")
     assert not bus.worker_log("p").pids(), "the configuration was accepted: workers were spawned"
-    rc = d.wait_exit(WAIT)
+    rc = d.wait_exit(wait_timeout())
     assert rc > 0, f"exit status {rc}: the configuration was accepted"
     d.wait_stderr(re.escape(needle), timeout=2)
     for pool in ("p", "q"):
@@ -307,7 +307,7 @@ def test_a_worker_exit_closes_its_clients_after_its_last_output(bus):
         c.request()
         exit_after_burst(c)
         check_burst_delivered(c)
-        assert bus.daemon.wait_exit(WAIT) == 0
+        assert bus.daemon.wait_exit(wait_timeout()) == 0
         return
     # four workers exit at once, so their last lines and their exits meet
     # in the daemon's poll rounds; a fifth client keeps its worker
@@ -333,13 +333,13 @@ def test_a_client_that_is_not_reading_gets_the_last_output_before_the_close(bus)
     d = bus.daemon
     family = socket.AF_UNIX if bus.mode == "unix" else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.settimeout(WAIT)
+        s.settimeout(wait_timeout())
         s.connect(d.address)
         # 8 MB of notifications in one write(), then the worker exits; nobody
         # reads meanwhile, so most of it waits in the daemon when the exit is seen
         s.sendall(b'{"jsonrpc":"2.0","id":"big","method":"x","params":{"mock":{"emit":"%s\\n",'
                   b'"emit_repeat":%d,"then":"exit"}}}\n' % (NOTE.replace(b'"', b'\\"'), REPEAT))
-        rec = bus.worker_log().wait_for(lambda r: r.kind == "exit", WAIT, "the worker's exit")
+        rec = bus.worker_log().wait_for(lambda r: r.kind == "exit", wait_timeout(), "the worker's exit")
         wait_until(lambda: procinfo.state(rec.pid) is None, what="the worker exited and reaped")
         data = b""
         while True:
@@ -408,7 +408,7 @@ def test_a_clients_worker_is_stopped_when_it_leaves_and_its_slot_reused(bus):
     pid = pid_of(c.request())
     c.close()
     log = bus.worker_log()
-    log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, WAIT, "SIGTERM to the client's worker")
+    log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, wait_timeout(), "SIGTERM to the client's worker")
     wait_until(lambda: procinfo.state(pid) is None, what="the worker exited and reaped")
     assert procinfo.children(bus.daemon.pid) == [], "the worker was restarted"
     again = bus.client()  # its slot serves the next connection
@@ -429,7 +429,7 @@ def test_a_per_connection_worker_that_exits_is_not_restarted(bus):
     c.send_json({"jsonrpc": "2.0", "id": "last", "method": "bye", "params": {"mock": {"then": "exit"}}})
     c.expect_closed()
     if bus.mode == "stdio":
-        assert bus.daemon.wait_exit(WAIT) == 0
+        assert bus.daemon.wait_exit(wait_timeout()) == 0
         return
     wait_until(lambda: procinfo.state(pid) is None, what="the worker exited and reaped")
     starts = len(bus.worker_log().select("start"))

@@ -16,17 +16,17 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, field, parse_line, procinfo
+from stdio_bus_conformance import (ConnectionClosed, DaemonTimeout, field, parse_line, procinfo,
+                                   wait_timeout)
 
-WAIT = 5.0            # deadline of one wait for the daemon
-RESTART_WAIT = 8.0    # deadline for a restart under the spec's (unnumbered) backoff
 POLL = 0.005          # /proc and log files have no change notification: poll them
 MIB = 1 << 20
 
 
 # -- helpers ------------------------------------------------------------------------------
-def wait_until(predicate, timeout=WAIT, what="the condition"):
+def wait_until(predicate, timeout=None, what="the condition"):
     """Polls predicate until it returns a true value (returned) or the deadline."""
+    timeout = wait_timeout() if timeout is None else timeout
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -54,7 +54,7 @@ def tracked_client(bus):
     c = bus.client()
     c.sync()
     new = wait_until(lambda: (lambda s: s if len(s) == 1 else None)(socket_links(d.pid) - before),
-                     WAIT, "exactly one new socket in the daemon's /proc/<pid>/fd")
+                     wait_timeout(), "exactly one new socket in the daemon's /proc/<pid>/fd")
     return c, next(iter(new))
 
 
@@ -62,7 +62,7 @@ def leave(daemon, client, link):
     """Closes a socket client and waits until the daemon has closed its side:
     by then the daemon has handled the disconnect (7.2)."""
     client.close()
-    wait_until(lambda: link not in set(procinfo.fds(daemon.pid).values()), WAIT,
+    wait_until(lambda: link not in set(procinfo.fds(daemon.pid).values()), wait_timeout(),
                f"the daemon closing its fd for {link}")
 
 
@@ -254,7 +254,7 @@ def restart_worker(bus, client, old_pid):
     log = bus.worker_log()
     n = starts(log)
     client.notify("test/exit", params={"mock": {"exit": 0}})
-    log.wait_count(lambda r: r.kind == "start", n + 1, RESTART_WAIT, "'start' (the worker restarted)")
+    log.wait_count(lambda r: r.kind == "start", n + 1, (wait_timeout() + 3), "'start' (the worker restarted)")
     new = [p for p in log.pids() if p != old_pid]
     assert new, "no new worker process"
     return new[-1]
@@ -269,11 +269,11 @@ def test_restarted_worker_answers_ids_its_predecessor_left_pending(bus):
     for i in (7, 8, 9):
         c.send_json({"jsonrpc": "2.0", "id": i, "method": "test/never",
                      "params": {"mock": {"no_reply": True}}})
-    log.wait_count(lambda r: r.kind == "in" and b"test/never" in r.raw, 3, WAIT, "the three requests")
+    log.wait_count(lambda r: r.kind == "in" and b"test/never" in r.raw, 3, wait_timeout(), "the three requests")
     new = restart_worker(bus, c, old)
     # the predecessor's requests were discarded with it: the same ids are new requests
     for i in (7, 8, 9):
-        assert pid_of(c.request(id=i, timeout=WAIT)) == new
+        assert pid_of(c.request(id=i, timeout=wait_timeout())) == new
 
 
 @pytest.mark.modes("unix", "tcp")
@@ -291,7 +291,7 @@ def test_restarted_worker_holds_no_request_of_a_departed_client(bus):
     c = bus.client()
     new = restart_worker(bus, c, old)
     for i in ("gone-1", "gone-2"):
-        assert pid_of(c.request(id=i, timeout=WAIT)) == new
+        assert pid_of(c.request(id=i, timeout=wait_timeout())) == new
 
 
 # =========================================================================================
@@ -306,10 +306,10 @@ def test_malformed_output_gets_the_worker_restarted(bus):
     log = bus.worker_log()
     old = log.pids()[0]
     c.notify("test/emit", params=emit_line("BROKEN not json\n"))
-    log.wait_for(lambda r: r.kind == "signal" and r.pid == old, WAIT, "SIGTERM to the worker")
-    new = wait_until(lambda: [p for p in log.pids() if p != old], RESTART_WAIT,
+    log.wait_for(lambda r: r.kind == "signal" and r.pid == old, wait_timeout(), "SIGTERM to the worker")
+    new = wait_until(lambda: [p for p in log.pids() if p != old], (wait_timeout() + 3),
                      "a new worker process (the restart)")[-1]
-    assert pid_of(c.request(timeout=WAIT)) == new
+    assert pid_of(c.request(timeout=wait_timeout())) == new
 
 
 @pytest.mark.clause("SB-7.3.1-3")
@@ -325,9 +325,9 @@ def test_client_paused_for_a_busy_worker_resumes_when_it_reads_again(bus):
     line = json.dumps({"jsonrpc": "2.0", "method": "test/fill",
                        "params": {"pad": "x" * 16000}}).encode() + b"\n"
     count = (2 * MIB) // len(line)  # far more than the cap and the pipes: we get paused
-    c.send(line * count, timeout=1 + 2 * WAIT)  # returns once the daemon reads us again
+    c.send(line * count, timeout=1 + 2 * wait_timeout())  # returns once the daemon reads us again
     assert field(c.recv_response("busy"), "result", "method") == "test/busy"
-    log.wait_count(lambda r: r.kind == "in" and b"test/fill" in r.raw, count, 2 * WAIT,
+    log.wait_count(lambda r: r.kind == "in" and b"test/fill" in r.raw, count, 2 * wait_timeout(),
                    f"the {count} lines sent while the worker was busy")
 
 
@@ -372,7 +372,7 @@ def test_default_backpressure_timeout_is_60_seconds_for_a_worker(bus):
             sent += len(line)
     # the queue went over its cap after `first` and before `tried` (the daemon had
     # stopped reading us by then; socket buffers make the moment in between unknown)
-    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, 60 + 2 * WAIT,
+    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, 60 + 2 * wait_timeout(),
                         "SIGTERM to the worker whose stdin stayed full")
     assert (term.t_ns - first) / 1e9 >= 59, \
         f"the worker was terminated {(term.t_ns - first) / 1e9:.1f} s after the flood began"
