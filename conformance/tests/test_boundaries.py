@@ -17,26 +17,12 @@ import time
 import pytest
 
 from stdio_bus_conformance import (ConnectionClosed, DaemonTimeout, field, parse_line, procinfo,
-                                   wait_timeout)
+                                   wait_timeout, wait_until)
 
-POLL = 0.005          # /proc and log files have no change notification: poll them
 MIB = 1 << 20
 
 
 # -- helpers ------------------------------------------------------------------------------
-def wait_until(predicate, timeout=None, what="the condition"):
-    """Polls predicate until it returns a true value (returned) or the deadline."""
-    timeout = wait_timeout() if timeout is None else timeout
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise DaemonTimeout(f"{what}: not seen within {timeout:g} s")
-        time.sleep(POLL)
-
-
 def pid_of(response):
     """The worker that answered: the mock puts its pid in every answer."""
     return field(response, "result", "pid")
