@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import procinfo
-from . import worker_json as wj
-from .errors import DaemonError, DaemonTimeout, HarnessError
-from .transcript import Recorder
+from ..common import procinfo
+from . import rawjson as wj
+from ..common.errors import DaemonError, DaemonTimeout, HarnessError
+from ..common.transcript import Recorder
 
 
 class WorkerError(DaemonError):

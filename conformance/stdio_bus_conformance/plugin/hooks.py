@@ -27,24 +27,25 @@ from pathlib import Path
 
 import pytest
 
-from . import baseline as bl
-from . import reports
-from .bus import Bus, RunContext
-from .coverage import compute as compute_coverage
-from . import contain, context
-from .errors import DaemonCrashed, HarnessError
-from .judge import ClauseFailure
-from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
-from .preflight import ITEMS as PREFLIGHT_ITEMS
-from .preflight import Results as PreflightResults
-from .preflight import blocked_message
-from .preflight import run as run_preflight
-from .preflight import summary_lines as preflight_lines
-from .profile import MODES, load_profile
-from .spec import CONFORMANCE_DIR, ID_RE, Registry
-from .worker_desc import (FACTS, MCP_VERSIONS, PROFILES, clause_applies, from_options,
-                          problems as worker_problems, speaks)
-from .worker_run import WorkerContext, WorkerRun
+from ..reports import baseline as bl
+from ..reports import render as reports
+from ..daemon.bus import Bus, RunContext
+from ..reports.coverage import compute as compute_coverage
+from ..daemon import contain
+from ..common import context
+from ..common.errors import DaemonCrashed, HarnessError
+from ..spec.judge import ClauseFailure
+from ..reports.outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
+from ..daemon.preflight import ITEMS as PREFLIGHT_ITEMS
+from ..daemon.preflight import Results as PreflightResults
+from ..daemon.preflight import blocked_message
+from ..daemon.preflight import run as run_preflight
+from ..daemon.preflight import summary_lines as preflight_lines
+from ..daemon.profile import MODES, load_profile
+from ..spec.registry import CONFORMANCE_DIR, ID_RE, Registry
+from ..worker.description import (FACTS, MCP_VERSIONS, PROFILES, clause_applies, from_options,
+                                  problems as worker_problems, speaks)
+from ..worker.run import WorkerContext, WorkerRun
 
 STATE_KEY = "_sb_state"
 ARTIFACT_RUN_CAP = 64 << 20  # bytes of artifacts a whole run may leave
@@ -306,7 +307,7 @@ class State:
     def _worker_sessionstart(self):
         if self.is_worker or self.fatal or self.config.option.collectonly:
             return
-        from . import worker_preflight
+        from ..worker import preflight as worker_preflight
         try:
             result = worker_preflight.run(self.wctx.desc, self.wctx.timeout)
         except HarnessError as exc:
@@ -648,7 +649,7 @@ class State:
                 rep.sb_message = str(reason)
             elif rep.failed:
                 rep.sb_kind = exception_kind(exc)
-                text = re.sub(r"^stdio_bus_conformance\.[a-z_]+\.", "", call.excinfo.exconly().strip())
+                text = re.sub(r"^stdio_bus_conformance\.(?:[a-z_]+\.)+", "", call.excinfo.exconly().strip())
                 if isinstance(exc, ClauseFailure):  # its clause is shown beside it: the detail says the rest
                     text = exc.detail or text
                 rep.sb_message = text if len(text) < 2000 else text[:2000] + "..."

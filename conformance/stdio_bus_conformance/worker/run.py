@@ -38,11 +38,11 @@ from pathlib import Path
 
 import pytest
 
-from . import worker_json as wj
-from .errors import HarnessError
-from .transcript import Recorder, render
-from .worker_desc import WorkerDescription, fill, mentions
-from .worker_proc import Line, WorkerError, WorkerProc, WorkerTimeout
+from . import rawjson as wj
+from ..common.errors import HarnessError
+from ..common.transcript import Recorder, render
+from .description import WorkerDescription, fill, mentions
+from .process import Line, WorkerError, WorkerProc, WorkerTimeout
 
 SAMPLING_RESULT = {"role": "assistant", "content": {"type": "text", "text": "the suite answers"},
                    "model": "sb-conformance", "stopReason": "endTurn"}

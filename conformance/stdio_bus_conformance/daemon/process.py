@@ -31,11 +31,11 @@ import threading
 import time
 from pathlib import Path
 
-from . import procinfo
+from ..common import procinfo
 from .client import DEFAULT_TIMEOUT, SocketClient, StdioClient
-from .errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError
+from ..common.errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError
 from .profile import Profile
-from .transcript import Recorder
+from ..common.transcript import Recorder
 
 STDERR_KEEP = 1 << 20     # bytes of daemon stderr kept (the last ones)
 STDOUT_KEEP = 1 << 20     # bytes of daemon stdout kept in socket modes (the first ones)
