@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from ..common import procinfo
+from ..common.reader import start_reader
 from .client import DEFAULT_TIMEOUT, SocketClient, StdioClient
 from ..common.errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError
 from .profile import Profile
@@ -192,18 +193,7 @@ class Daemon:
         t.start()
 
     def _spawn_reader(self, fd, sink, what):
-        def loop():
-            while True:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:
-                    data = b""
-                sink(data)
-                if not data:
-                    return
-        t = threading.Thread(target=loop, name=f"sb-daemon-{what}", daemon=True)
-        t.start()
-        self._threads.append(t)
+        self._threads.append(start_reader(fd, sink, f"sb-daemon-{what}"))
 
     # -- the exit watcher ------------------------------------------------------
     def _watch_exit(self, proc: subprocess.Popen, exited: threading.Event) -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common import procinfo
+from ..common.reader import start_reader
 from . import rawjson as wj
 from ..common.errors import DaemonError, DaemonTimeout, HarnessError
 from ..common.transcript import Recorder
@@ -114,24 +115,10 @@ class WorkerProc:
         self.recorder.note(f"{name}: pid {self.pid}")
         self._wfd = self.proc.stdin.fileno()
         os.set_blocking(self._wfd, False)
-        self._threads = [self._reader(self.proc.stdout.fileno(), self._on_stdout, "stdout"),
-                         self._reader(self.proc.stderr.fileno(), self._on_stderr, "stderr")]
+        self._threads = [start_reader(self.proc.stdout.fileno(), self._on_stdout, f"sb-{name}-stdout"),
+                         start_reader(self.proc.stderr.fileno(), self._on_stderr, f"sb-{name}-stderr")]
 
-    # -- readers ---------------------------------------------------------------
-    def _reader(self, fd, sink, what) -> threading.Thread:
-        def loop():
-            while True:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:
-                    data = b""
-                sink(data)
-                if not data:
-                    return
-        t = threading.Thread(target=loop, name=f"sb-{self.name}-{what}", daemon=True)
-        t.start()
-        return t
-
+    # -- what the readers hand over ------------------------------------------------
     def _on_stdout(self, data: bytes) -> None:
         with self._cond:
             now = time.monotonic()
