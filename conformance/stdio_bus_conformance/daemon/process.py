@@ -104,6 +104,7 @@ class Daemon:
         self.teardown = False
         self._exited = threading.Event()
         self._exit_time = 0.0
+        self.cpu_at_exit: float | None = None  # CPU seconds it had used when it exited
         # stderr: whole lines, the last STDERR_KEEP bytes of them, numbered from the first
         self._err_lines: collections.deque[str] = collections.deque()     # decoded
         self._err_raw: collections.deque[bytes] = collections.deque()     # as written
@@ -205,6 +206,8 @@ class Daemon:
             pass  # already reaped by a wait in the test thread
         except OSError:
             return
+        with contextlib.suppress(OSError):  # a zombie's stat still holds the CPU it used
+            self.cpu_at_exit = procinfo.cpu_time(proc.pid)
         rc = proc.wait()
         if proc is not self.proc:
             return
@@ -367,6 +370,15 @@ class Daemon:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def cpu_time(self) -> float:
+        """CPU seconds the daemon has used so far (all of them, once it exited)."""
+        try:
+            return procinfo.cpu_time(self.proc.pid)
+        except ProcessLookupError:
+            if self.cpu_at_exit is None:
+                raise
+            return self.cpu_at_exit
 
     @property
     def running(self) -> bool:
