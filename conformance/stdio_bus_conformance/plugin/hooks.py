@@ -76,5 +76,5 @@ def pytest_configure(config):
     setattr(config, STATE_KEY, state)
     config.pluginmanager.register(state, "sb_state")
     context.state.wait = config.getoption("wait_timeout")
-    # whatever the daemon forks is re-parented to this process, never to init (contain.py)
+    # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
     contain.become_subreaper()

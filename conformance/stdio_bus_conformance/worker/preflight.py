@@ -17,7 +17,7 @@ A finding names its root cause once: the clause it breaks and the test that
 judges it (that test runs as usual). Every other test that would stand on it
 is skipped as blocked when it gets there (WorkerRun.blocked_by). Also, for an
 MCP server without a description's tool_call, the tool the tool-call tests
-use is chosen here from tools/list (worker_desc.discover_tool_call).
+use is chosen here from tools/list (description.discover_tool_call).
 """
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ class WorkerProc:
         return self.take(lambda line: True, timeout, "line")
 
     def recv_response(self, key, timeout: float | None = None) -> Line:
-        """The response whose id is key (worker_json.key_of/id_key)."""
+        """The response whose id is key (rawjson.key_of/id_key)."""
         return self.take(lambda line: line.is_response_to(key), timeout,
                          f"response with id {_show_key(key)}")
 

@@ -18,7 +18,7 @@ How the suite talks follows from the profiles the worker claims
 worker is initialized when spawned; requests the worker sends on its own are
 answered as its client would, whenever a test waits (spawn(auto_reply=False)
 for tests that answer them themselves). What the preflight found
-(worker_preflight) blocks the tests that would stand on it: they are skipped
+(worker/preflight.py) blocks the tests that would stand on it: they are skipped
 with a reason that starts "blocked:" and names the root cause.
 """
 
@@ -57,7 +57,7 @@ class WorkerContext:
     desc: WorkerDescription
     seed: int
     timeout: float  # answer deadline ("at once")
-    preflight: dict = field(default_factory=dict)  # worker_preflight.run(): findings, tool call
+    preflight: dict = field(default_factory=dict)  # preflight.run(): findings, tool call
     selected: set | None = None  # names of the test functions this run runs (None: unknown)
 
     @property
