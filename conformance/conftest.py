@@ -1,7 +1,7 @@
 """pytest entry point of the conformance suite, for `pytest conformance/tests`.
 
 The plugin itself (options, markers, the `bus` fixture, outcome mapping,
-baseline, coverage, reports) is stdio_bus_conformance/plugin.py; run.py loads
+baseline, coverage, reports) is stdio_bus_conformance/plugin/; run.py loads
 it with -p. This file loads it when pytest is run directly, and does nothing
 when it is already there (run.py, or this file reached a second way)."""
 

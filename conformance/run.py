@@ -233,8 +233,8 @@ def main(argv=None) -> int:
     state = getattr(_Capture.config, "_sb_state", None) if _Capture.config else None
     final = getattr(state, "final", None)
     if final is not None and not opts.coverage:
-        from stdio_bus_conformance.outcomes import summary_line
-        from stdio_bus_conformance.reports import verdict_lines
+        from stdio_bus_conformance.reports.outcomes import summary_line
+        from stdio_bus_conformance.reports.render import verdict_lines
         print(f"seed {opts.seed}; reports in {os.path.abspath(opts.report_dir)}")
         for line in verdict_lines(final):  # the verdict on the spec itself, tier by tier
             print(line)

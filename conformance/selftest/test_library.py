@@ -9,15 +9,15 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import procinfo
-from stdio_bus_conformance.client import SocketClient
-from stdio_bus_conformance.config import merge
-from stdio_bus_conformance.errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError
-from stdio_bus_conformance.outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
-from stdio_bus_conformance.profile import Profile, load_profile
-from stdio_bus_conformance.spec import Registry
-from stdio_bus_conformance.transcript import Recorder
-from stdio_bus_conformance.workerlog import WorkerLog
+from stdio_bus_conformance.common import procinfo
+from stdio_bus_conformance.daemon.client import SocketClient
+from stdio_bus_conformance.daemon.config import merge
+from stdio_bus_conformance.common.errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError
+from stdio_bus_conformance.reports.outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
+from stdio_bus_conformance.daemon.profile import Profile, load_profile
+from stdio_bus_conformance.spec.registry import Registry
+from stdio_bus_conformance.common.transcript import Recorder
+from stdio_bus_conformance.daemon.workerlog import WorkerLog
 
 from conftest import SPEC
 

@@ -7,11 +7,11 @@ import textwrap
 
 import pytest
 
-from stdio_bus_conformance.spec import Registry
-from stdio_bus_conformance.transcript import Recorder
-from stdio_bus_conformance.worker_checks import answers
-from stdio_bus_conformance.worker_desc import clause_applies, discover_tool_call, speaks
-from stdio_bus_conformance.worker_proc import Line, WorkerProc, WorkerTimeout
+from stdio_bus_conformance.spec.registry import Registry
+from stdio_bus_conformance.common.transcript import Recorder
+from stdio_bus_conformance.worker.checks import answers
+from stdio_bus_conformance.worker.description import clause_applies, discover_tool_call, speaks
+from stdio_bus_conformance.worker.process import Line, WorkerProc, WorkerTimeout
 
 from conftest import CONFORMANCE
 

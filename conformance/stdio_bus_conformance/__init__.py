@@ -6,14 +6,14 @@ Test code imports from here:
     from stdio_bus_conformance import DaemonError, HarnessError, check, field, procinfo, wait_until
 """
 
-from . import procinfo
-from .client import Client, field, next_id, parse_line
-from .context import wait_timeout
-from .errors import (ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, DaemonTimeout,
-                     HarnessError)
-from .judge import ClauseFailure, check, checking
-from .waits import wait_until
-from .workerlog import Record, WorkerLog
+from .common import procinfo
+from .daemon.client import Client, field, next_id, parse_line
+from .common.context import wait_timeout
+from .common.errors import (ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, DaemonTimeout,
+                            HarnessError)
+from .spec.judge import ClauseFailure, check, checking
+from .common.waits import wait_until
+from .daemon.workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",
            "DaemonTimeout", "HarnessError", "Record", "WorkerLog", "check", "checking", "field", "next_id",

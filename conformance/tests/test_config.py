@@ -12,8 +12,8 @@ import pytest
 
 from stdio_bus_conformance import ConnectionClosed, DaemonExited, procinfo
 from stdio_bus_conformance import check, field, wait_timeout
-from stdio_bus_conformance.errors import DaemonTimeout
-from stdio_bus_conformance import config as cfg
+from stdio_bus_conformance.common.errors import DaemonTimeout
+from stdio_bus_conformance.daemon import config as cfg
 
 MIB = 1024 * 1024
 

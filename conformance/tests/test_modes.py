@@ -94,7 +94,7 @@ def run_cli(bus, args, timeout=None):
 
 def valid_config_file(bus, name="ok.json"):
     """A valid configuration whose pool logs to <workdir>/p.log."""
-    from stdio_bus_conformance import config as cfg
+    from stdio_bus_conformance.daemon import config as cfg
     return cfg.write_config(bus.workdir / name, bus.config())
 
 

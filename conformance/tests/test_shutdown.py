@@ -12,7 +12,7 @@ import time
 import pytest
 
 from stdio_bus_conformance import ConnectionClosed, check, procinfo
-from stdio_bus_conformance import config as cfg
+from stdio_bus_conformance.daemon import config as cfg
 
 
 # -- local helpers -------------------------------------------------------------------

@@ -5,9 +5,9 @@ names (default `ping`); only its id and sessionId vary. SessionIds go to a
 
 import pytest
 
-from stdio_bus_conformance import worker_json as wj
-from stdio_bus_conformance.worker_checks import complete, same_session, show
-from stdio_bus_conformance.worker_run import envelope
+from stdio_bus_conformance.worker import rawjson as wj
+from stdio_bus_conformance.worker.checks import complete, same_session, show
+from stdio_bus_conformance.worker.run import envelope
 
 # ids as exact tokens: each must come back byte for byte (SB-R-1)
 ODD_IDS = [b"1.0", b"9007199254740993", b"-0", b"1e2", b"1E+2", b"0.50", b'"\\u0041"', b'"a\\/b"',

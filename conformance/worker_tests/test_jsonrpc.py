@@ -8,9 +8,9 @@ Notifications and requests the worker writes on its own are no answers."""
 
 import pytest
 
-from stdio_bus_conformance import worker_json as wj
-from stdio_bus_conformance.worker_checks import (answers, error_response, error_shape_problem, one_error,
-                                                 reserved_code_problem, same_session, show)
+from stdio_bus_conformance.worker import rawjson as wj
+from stdio_bus_conformance.worker.checks import (answers, error_response, error_shape_problem, one_error,
+                                                  reserved_code_problem, same_session, show)
 
 PARSE, INVALID, NOT_FOUND, PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
 

@@ -8,9 +8,9 @@ import signal
 
 import pytest
 
-from stdio_bus_conformance import worker_json as wj
-from stdio_bus_conformance.worker_checks import complete, show
-from stdio_bus_conformance.worker_proc import WorkerTimeout
+from stdio_bus_conformance.worker import rawjson as wj
+from stdio_bus_conformance.worker.checks import complete, show
+from stdio_bus_conformance.worker.process import WorkerTimeout
 
 
 def ready(worker, w):

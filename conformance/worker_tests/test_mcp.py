@@ -11,10 +11,10 @@ import signal
 
 import pytest
 
-from stdio_bus_conformance import worker_json as wj
-from stdio_bus_conformance.worker_checks import answers, error_response, require, same_session, show
-from stdio_bus_conformance.worker_proc import WorkerTimeout
-from stdio_bus_conformance.worker_run import CLIENT_INFO
+from stdio_bus_conformance.worker import rawjson as wj
+from stdio_bus_conformance.worker.checks import answers, error_response, require, same_session, show
+from stdio_bus_conformance.worker.process import WorkerTimeout
+from stdio_bus_conformance.worker.run import CLIENT_INFO
 
 pytestmark = pytest.mark.worker_profile("mcp")
 

@@ -5,10 +5,10 @@ the MCP lifecycle, tools and progress), then judges every line by one rule."""
 
 import pytest
 
-from stdio_bus_conformance import worker_json as wj
-from stdio_bus_conformance.worker_proc import WorkerError
-from stdio_bus_conformance.worker_checks import (complete, error_shape_problem, messages,
-                                                 reserved_code_problem, responses, show)
+from stdio_bus_conformance.worker import rawjson as wj
+from stdio_bus_conformance.worker.process import WorkerError
+from stdio_bus_conformance.worker.checks import (complete, error_shape_problem, messages,
+                                                  reserved_code_problem, responses, show)
 
 
 def run_workload(worker, *, verbose=False, batch=False):

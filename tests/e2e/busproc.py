@@ -1,20 +1,36 @@
-"""A daemon under test and its clients, with deadlines on every wait."""
+"""Our daemon in an e2e test, with deadlines on every wait.
+
+The daemon is launched and watched by the conformance harness's launcher
+(stdio_bus_conformance.daemon.process.Daemon: the command from a profile,
+stderr kept by a reader thread, an exit watcher that names a crash, SIGTERM
+then SIGKILL at the end); this module adds the small interface these tests
+use: lines with deadlines, socket clients that read only when asked (so a
+test can leave the daemon's output unread), and options the conformance
+suite has no use for (a wrapper command, RLIMIT_NOFILE, a stderr nobody
+reads)."""
 import json
 import os
-import resource
 import selectors
 import shlex
 import signal
 import socket
-import subprocess
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "conformance"))
+
+from stdio_bus_conformance import ConnectionClosed, DaemonCrashed, DaemonTimeout  # noqa: E402
+from stdio_bus_conformance.common.transcript import Recorder  # noqa: E402
+from stdio_bus_conformance.daemon.process import Daemon as Launcher  # noqa: E402
+from stdio_bus_conformance.daemon.profile import Profile  # noqa: E402
 
 # Under valgrind (ctest -L valgrind) the daemon runs tens of times slower:
 # every deadline stretches by this factor. Waits stay event-driven.
 SCALE = float(os.environ.get("SB_TIMEOUT_SCALE", "1"))
 # A command to run the daemon under, e.g. "valgrind --log-file=... ".
 WRAPPER = shlex.split(os.environ.get("SB_DAEMON_WRAPPER", ""))
+POLL = 0.02  # poll interval of wait_stderr's deadline loop
 
 
 class Timeout(AssertionError):
@@ -22,7 +38,8 @@ class Timeout(AssertionError):
 
 
 class LineReader:
-    """Reads newline-terminated lines from a non-blocking fd with deadlines."""
+    """Reads newline-terminated lines from a non-blocking fd with deadlines,
+    only when asked (what the test does not read stays in the socket)."""
 
     def __init__(self, fd):
         self.fd = fd
@@ -71,8 +88,31 @@ class LineReader:
         return data
 
 
+class StdioOut:
+    """The daemon's stdout in stdio mode, read by the launcher's client."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def line(self, timeout=10.0):
+        """Next line with its newline; None at EOF; Timeout past the deadline."""
+        try:
+            return self.client.recv_line(timeout * SCALE)
+        except ConnectionClosed:
+            return None
+        except DaemonTimeout as exc:
+            raise Timeout(str(exc)) from None
+
+    def wait_eof(self, timeout=10.0):
+        """Waits for EOF; returns the lines not read before it."""
+        try:
+            return b"".join(self.client.expect_closed(timeout * SCALE))
+        except DaemonTimeout as exc:
+            raise Timeout(str(exc)) from None
+
+
 class Daemon:
-    """build/stdio_bus started with a config, stderr captured to a file."""
+    """build/stdio_bus started with a config, in a mode, by the harness's launcher."""
 
     def __init__(self, binary, config_path, tmp_path, mode="stdio", args=(), wrap=(),
                  nofile=None, stderr_pipe=False):
@@ -81,45 +121,39 @@ class Daemon:
         stderr_pipe: stderr goes to a pipe that nobody reads until the test
         does (read_stderr_pipe); stderr() and wait_stderr() do not work then."""
         self.mode = mode
-        self.stderr_path = tmp_path / f"daemon-{time.monotonic_ns()}.stderr"
-        argv = list(wrap) + WRAPPER + [binary, "--config", config_path]
-        if mode == "unix":
-            self.address = str(tmp_path / "bus.sock")
-            argv += ["--unix", self.address]
-        elif mode == "tcp":
-            port = free_port()
-            self.address = ("127.0.0.1", port)
-            argv += ["--tcp", f"127.0.0.1:{port}"]
-        argv += list(args)
-        self.stderr_file = subprocess.PIPE if stderr_pipe else open(self.stderr_path, "wb")
-        def limit():
-            if nofile:
-                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr_file, preexec_fn=limit if nofile else None)
-        self.stdout = LineReader(self.proc.stdout.fileno())
+        prefix = list(wrap) + WRAPPER
+        if nofile:
+            prefix = ["prlimit", f"--nofile={nofile[0]}:{nofile[1]}", "--"] + prefix
+        self._err_fd = None
         if stderr_pipe:
-            os.set_blocking(self.proc.stderr.fileno(), False)
-
-    def read_stderr_pipe(self):
-        """What the daemon wrote to its stderr pipe since the last call."""
-        data = b""
-        while True:
-            try:
-                chunk = os.read(self.proc.stderr.fileno(), 1 << 20)
-            except BlockingIOError:
-                chunk = b""
-            if not chunk:
-                return data.decode(errors="replace")
-            data += chunk
+            # a FIFO the test opens first (without blocking), so the daemon's
+            # stderr is a pipe only the test reads
+            fifo = Path(tmp_path) / f"daemon-{time.monotonic_ns()}.stderr"
+            os.mkfifo(fifo)
+            self._err_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            prefix = ["sh", "-c", 'exec "$@" 2>"$0"', str(fifo)] + prefix
+        profile = Profile(name="e2e", command=prefix + ["{daemon}", "--config", "{config}", "{mode_flag}"],
+                          extra_args=list(args),
+                          mode_flags={"stdio": [], "unix": ["--unix", "{socket}"],
+                                      "tcp": ["--tcp", "{host}:{port}"]},
+                          readiness={"stdio": "none", "unix": "none", "tcp": "none"},  # connect() retries
+                          startup_timeout=10 * SCALE, shutdown_timeout=10 * SCALE)
+        self.launcher = Launcher(profile=profile, daemon_path=binary, mode=mode, workdir=Path(tmp_path),
+                                 config_path=Path(config_path), recorder=Recorder(), timeout=10 * SCALE)
+        self.launcher.start()
+        self.address = self.launcher.address
+        self.stdout = StdioOut(self.launcher.client()) if mode == "stdio" else None
 
     @property
     def pid(self):
-        return self.proc.pid
+        return self.launcher.pid
+
+    def cpu_seconds(self):
+        """utime + stime of the daemon so far (at its exit, once it exited)."""
+        return self.launcher.cpu_time()
 
     def send(self, data):
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
+        self.launcher.client().send(data)
 
     def send_json(self, obj):
         line = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
@@ -127,7 +161,7 @@ class Daemon:
         return line
 
     def close_stdin(self):
-        self.proc.stdin.close()
+        self.launcher.client().close()
 
     def connect(self, timeout=10.0):
         """A socket client; retries until the daemon accepts (readiness)."""
@@ -140,14 +174,13 @@ class Daemon:
                 return SocketClient(s)
             except (FileNotFoundError, ConnectionRefusedError):
                 s.close()
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"daemon exited {self.proc.returncode}: {self.stderr()}")
+                self.launcher.check("before it accepted a connection")
                 if time.monotonic() > deadline:
                     raise Timeout("daemon never accepted a connection")
                 time.sleep(0.01)
 
     def stderr(self):
-        return self.stderr_path.read_text(errors="replace")
+        return self.launcher.stderr_text()
 
     def wait_stderr(self, needle, timeout=10.0, count=1):
         """Waits until needle occurs `count` times in the daemon's stderr."""
@@ -158,33 +191,46 @@ class Daemon:
                 return text
             if time.monotonic() > deadline:
                 raise Timeout(f"{needle!r} x{count} not in stderr:\n{text[-3000:]}")
-            time.sleep(0.02)
+            time.sleep(POLL)
+
+    def read_stderr_pipe(self):
+        """What the daemon wrote to its stderr pipe since the last call."""
+        data = b""
+        while True:
+            try:
+                chunk = os.read(self._err_fd, 1 << 20)
+            except BlockingIOError:
+                chunk = b""
+            if not chunk:
+                return data.decode(errors="replace")
+            data += chunk
 
     def wait(self, timeout=10.0):
+        """Its exit status; Timeout while it runs on, DaemonCrashed when it
+        died of a signal the test did not send."""
         try:
-            return self.proc.wait(timeout * SCALE)
-        except subprocess.TimeoutExpired:
-            raise Timeout(f"daemon still running after {timeout}s")
+            return self.launcher.wait_exit(timeout * SCALE)
+        except DaemonTimeout:
+            raise Timeout(f"daemon still running after {timeout}s") from None
 
     def stop(self, sig=signal.SIGTERM, timeout=10.0):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
+        if self.launcher.running:
+            self.launcher.signal(sig)
         return self.wait(timeout)
 
     def kill(self):
         """Ends the daemon: SIGTERM first, so a memory checker still writes
         its exit report, then SIGKILL if it does not stop."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10 * SCALE)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.stderr_file is subprocess.PIPE:
-            self.proc.stderr.close()
-        else:
-            self.stderr_file.close()
+        try:
+            ended = self.launcher.stop()
+        finally:
+            self.launcher.finish()
+            if self._err_fd is not None:
+                os.close(self._err_fd)
+                self._err_fd = None
+        if ended.get("crash"):  # a crash is a finding, at teardown too
+            raise DaemonCrashed(f"the daemon died of {ended['crash']} ({ended['crash_phase']}); "
+                                f"stderr: {self.stderr()[-1000:]!r}", ended["crash"])
 
 
 class SocketClient:
@@ -207,19 +253,3 @@ class SocketClient:
 
     def close(self):
         self.sock.close()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def cpu_seconds(pid):
-    """utime + stime of a process, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from busproc import SCALE, WRAPPER, Daemon, cpu_seconds
+from busproc import SCALE, WRAPPER, Daemon
 from test_stdio_mode import mock_pool
 
 
@@ -79,11 +79,11 @@ def test_out_of_fds_new_connections_are_closed_and_the_loop_sleeps(
         # The daemon is out of descriptors now. While a slow answer is on
         # its way, it must sleep, not spin on a listening socket that
         # stays readable (nor write a log line per turn).
-        cpu_before = cpu_seconds(d.pid)
+        cpu_before = d.cpu_seconds()
         first.send_json({"jsonrpc": "2.0", "id": "slow", "method": "slow",
                          "params": {"mock": {"delay_ms": 800}}})
         assert first.line(timeout=10) is not None
-        cpu_used = cpu_seconds(d.pid) - cpu_before
+        cpu_used = d.cpu_seconds() - cpu_before
         assert cpu_used < 0.2 * SCALE, f"the daemon used {cpu_used:.2f} s of CPU in 0.8 s"
         # Every connection is either served or closed at once: none hangs in the backlog.
         outcome = [served_or_closed(c, n) for n, c in enumerate(clients)]
@@ -171,10 +171,10 @@ def test_paused_client_that_hangs_up_does_not_spin_the_loop(
             send_until_stuck(c)  # and more that the daemon has not read
         if mode == "tcp":  # a reset: POLLERR|POLLHUP
             c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        cpu_before, t0 = cpu_seconds(d.pid), time.monotonic()
+        cpu_before, t0 = d.cpu_seconds(), time.monotonic()
         c.sock.close()
         d.wait_stderr("disconnected", timeout=15)
-        cpu_used, waited = cpu_seconds(d.pid) - cpu_before, time.monotonic() - t0
+        cpu_used, waited = d.cpu_seconds() - cpu_before, time.monotonic() - t0
         assert cpu_used < 0.1 + 0.2 * waited, \
             f"the daemon used {cpu_used:.2f} s of CPU in the {waited:.2f} s after the hang-up"
         err = d.stderr()

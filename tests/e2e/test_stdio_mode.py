@@ -4,7 +4,7 @@ import threading
 import time
 from collections import defaultdict
 
-from busproc import Daemon, cpu_seconds
+from busproc import Daemon
 
 
 def mock_pool(mock_bin, log, instances, pool_id="echo", extra=()):
@@ -92,11 +92,11 @@ def test_stdin_eof_delivers_in_flight_responses_then_exits_zero_without_spinning
                          "params": {"mock": {"delay_ms": 1500}}})
         d.close_stdin()
         d.wait_stderr("stdin reached EOF", timeout=5)
-        cpu_before = cpu_seconds(d.pid)
+        cpu_before = d.cpu_seconds()
         t0 = time.monotonic()
         got = [json.loads(d.stdout.line(timeout=10)) for _ in range(6)]
         waited = time.monotonic() - t0
-        cpu_used = cpu_seconds(d.pid) - cpu_before
+        cpu_used = d.cpu_seconds() - cpu_before
         assert sorted(m["id"] for m in got) == list(range(6))
         assert d.wait(10) == 0
         # The daemon slept in poll() while the workers worked: a busy loop

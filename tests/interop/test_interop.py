@@ -114,8 +114,8 @@ def test_each_failure_is_a_baselined_real_defect(server, tmp_path, servers_insta
 @pytest.mark.parametrize("server", SERVERS)
 def test_each_baseline_entry_names_a_clause_of_the_claimed_profile_and_its_source(server):
     sys.path.insert(0, str(ROOT / "conformance"))
-    from stdio_bus_conformance.spec import Registry
-    from stdio_bus_conformance.worker_desc import clause_applies
+    from stdio_bus_conformance.spec.registry import Registry
+    from stdio_bus_conformance.worker.description import clause_applies
     registry = Registry.load(ROOT / "WORKER_SPEC.md", "WORKER_SPEC.md")
     base = json.loads((HERE / "baselines" / f"{server}.json").read_text())
     assert base["profiles"] == ["mcp"] and base["mcp_version"] == MCP_VERSION

@@ -1,8 +1,9 @@
 """The clause registry: every requirement of SPEC.md (or, in worker mode,
 of WORKER_SPEC.md, whose rows also carry a worker profile), by ID.
 
-SPEC.md is parsed by ``clauses_check.parse_spec`` (shipped next to this
-package, in the conformance directory), which returns one dict per clause:
+SPEC.md is parsed by ``clauses_check.parse_spec`` (conformance/clauses_check.py,
+next to this package: the one parser of the clause tables, also the command
+that checks them), which returns one dict per clause:
 ``{id, level, statement, check, notes, section}``. The registry adds the
 queries the plugin needs: level of a set of IDs, section matching, coverage.
 """
@@ -10,21 +11,37 @@ queries the plugin needs: level of a set of IDs, section matching, coverage.
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import HarnessError
+from ..common.errors import HarnessError
 
-LEVELS = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "RETIRED")
+CONFORMANCE_DIR = Path(__file__).resolve().parents[2]
+
+
+def _load_clauses_check():
+    """conformance/clauses_check.py, by its path: it is a script beside the
+    package, not a module of it (the same module object when a caller
+    already imported it by name)."""
+    if "clauses_check" in sys.modules:
+        return sys.modules["clauses_check"]
+    where = importlib.util.spec_from_file_location("clauses_check", CONFORMANCE_DIR / "clauses_check.py")
+    module = importlib.util.module_from_spec(where)
+    where.loader.exec_module(module)
+    sys.modules["clauses_check"] = module
+    return module
+
+
+clauses_check = _load_clauses_check()
 MANDATORY = ("MUST", "MUST NOT")
-CHECKS = ("black-box", "inspection", "worker-side", "client-side")
 # SB-<section>-<n>; letters for appendices (A, B, C), interpretations (I), extensions (X),
 # and for the parts of WORKER_SPEC.md (W, T, J, F, R)
 ID_RE = re.compile(r"^SB-(?:[0-9]+(?:\.[0-9]+)*|[A-Z])-[1-9][0-9]*$")
 
-CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
 # WORKER_SPEC.md rows start their Notes with the worker profiles whose sources require
 # them: "profiles: plain, jsonrpc, mcp 2025-03-26." (a name may be followed by MCP revisions)
 _PROFILES_NOTE = re.compile(r"^profiles:\s*([^.]*)\.")
@@ -87,33 +104,6 @@ def find_spec(explicit: str | os.PathLike | None = None, name: str = "SPEC.md") 
         "pass --spec PATH")
 
 
-def _parse_spec(path: Path) -> list[dict]:
-    try:
-        from clauses_check import parse_spec  # conformance/clauses_check.py
-    except ImportError:
-        parse_spec = _fallback_parse_spec
-    return parse_spec(str(path))
-
-
-def _fallback_parse_spec(path: str) -> list[dict]:
-    """Used only while clauses_check.py is absent: reads the clause tables
-    ``| ID | Level | Statement | Check | Notes |`` of SPEC.md."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.lstrip().startswith("|"):
-                continue
-            cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-            if len(cells) < 5 or not ID_RE.match(cells[0]):
-                continue
-            cid = cells[0]
-            middle = cid[3:].rsplit("-", 1)[0]
-            rows.append({"id": cid, "level": cells[1], "statement": cells[2],
-                         "check": cells[3], "notes": cells[4],
-                         "section": middle})
-    return rows
-
-
 def _title(path: Path | None) -> tuple[str, str | None]:
     """The first heading of the spec file and the version it names
     ("# stdio Bus v0.1.0: ..." -> "0.1.0"), if any."""
@@ -147,7 +137,7 @@ class Registry:
     def load(cls, path: str | os.PathLike | None = None, name: str = "SPEC.md") -> "Registry":
         spec = find_spec(path, name)
         try:
-            raw = _parse_spec(spec)
+            raw = clauses_check.parse_spec(str(spec))
         except HarnessError:
             raise
         except Exception as exc:  # the parser's own error message is what helps

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .judge import tier
-from .spec import Registry
+from ..spec.judge import tier
+from ..spec.registry import Registry
 
 # A clause's outcome is the first of these that one of its tests gives it. A
 # test that failed gives fail/warn/xfail to the clause its failure is judged

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import contextlib
 
-from . import context
-from .errors import DaemonCrashed, DaemonError, HarnessError
+from ..common import context
+from ..common.errors import DaemonCrashed, DaemonError, HarnessError
 
 
 class ClauseFailure(AssertionError):

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from .errors import HarnessError
+from ..common.errors import HarnessError
 
 # Small values keep teardown and limit tests fast; tests override them.
 BASE_LIMITS = {"drain_timeout_sec": 2}

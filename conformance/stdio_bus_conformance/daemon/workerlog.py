@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from . import context
-from .errors import DaemonTimeout, HarnessError
+from ..common import context
+from ..common.errors import DaemonTimeout, HarnessError
 
 POLL = 0.005  # seconds between two looks at the file while waiting for a record
 

@@ -49,7 +49,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import HarnessError
+from ..common.errors import HarnessError
 
 PROFILES = ("plain", "jsonrpc", "mcp")  # none implies another (WORKER_SPEC.md, Profiles)
 MCP_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")  # the MCP revisions the suite knows

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import config as cfg
-from . import contain, context
+from . import contain
+from ..common import context
 from .client import reset_ids
-from .daemon import STDERR_KEEP, Daemon, describe_status
-from .errors import DaemonCrashed, HarnessError
+from .process import STDERR_KEEP, Daemon, describe_status
+from ..common.errors import DaemonCrashed, HarnessError
 from .profile import Profile
-from .transcript import render
-from .transcript import Recorder
+from ..common.transcript import render
+from ..common.transcript import Recorder
 from .workerlog import WorkerLog
 
 ARTIFACT_TEST_CAP = 4 << 20       # bytes of artifacts one test may leave

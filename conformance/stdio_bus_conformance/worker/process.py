@@ -28,10 +28,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import procinfo
-from . import worker_json as wj
-from .errors import DaemonError, DaemonTimeout, HarnessError
-from .transcript import Recorder
+from ..common import procinfo
+from ..common.reader import start_reader
+from . import rawjson as wj
+from ..common.errors import DaemonError, DaemonTimeout, HarnessError
+from ..common.transcript import Recorder
 
 
 class WorkerError(DaemonError):
@@ -114,24 +115,10 @@ class WorkerProc:
         self.recorder.note(f"{name}: pid {self.pid}")
         self._wfd = self.proc.stdin.fileno()
         os.set_blocking(self._wfd, False)
-        self._threads = [self._reader(self.proc.stdout.fileno(), self._on_stdout, "stdout"),
-                         self._reader(self.proc.stderr.fileno(), self._on_stderr, "stderr")]
+        self._threads = [start_reader(self.proc.stdout.fileno(), self._on_stdout, f"sb-{name}-stdout"),
+                         start_reader(self.proc.stderr.fileno(), self._on_stderr, f"sb-{name}-stderr")]
 
-    # -- readers ---------------------------------------------------------------
-    def _reader(self, fd, sink, what) -> threading.Thread:
-        def loop():
-            while True:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:
-                    data = b""
-                sink(data)
-                if not data:
-                    return
-        t = threading.Thread(target=loop, name=f"sb-{self.name}-{what}", daemon=True)
-        t.start()
-        return t
-
+    # -- what the readers hand over ------------------------------------------------
     def _on_stdout(self, data: bytes) -> None:
         with self._cond:
             now = time.monotonic()
@@ -273,7 +260,7 @@ class WorkerProc:
         return self.take(lambda line: True, timeout, "line")
 
     def recv_response(self, key, timeout: float | None = None) -> Line:
-        """The response whose id is key (worker_json.key_of/id_key)."""
+        """The response whose id is key (rawjson.key_of/id_key)."""
         return self.take(lambda line: line.is_response_to(key), timeout,
                          f"response with id {_show_key(key)}")
 

@@ -19,8 +19,8 @@ import socket
 import threading
 import time
 
-from .errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError
-from .transcript import Recorder
+from ..common.errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError
+from ..common.transcript import Recorder
 
 DEFAULT_TIMEOUT = 5.0
 RECEIVED_KEEP = 32 << 20  # bytes a client keeps of what the daemon sent it; more is a finding

@@ -28,7 +28,7 @@ EXIT_OK, EXIT_FAIL, EXIT_HARNESS = 0, 1, 2
 
 def exception_kind(exc: BaseException) -> str:
     """'daemon' when the exception counts against the daemon, else 'harness'."""
-    from .errors import DaemonError
+    from ..common.errors import DaemonError
     if isinstance(exc, (AssertionError, DaemonError)):
         return "daemon"
     try:

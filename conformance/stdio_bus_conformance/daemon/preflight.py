@@ -40,8 +40,8 @@ import time
 
 from . import contain
 from .bus import Bus
-from .daemon import describe_status
-from .errors import ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, HarnessError
+from .process import describe_status
+from ..common.errors import ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, HarnessError
 
 MODES_PREFERRED = ("unix", "tcp", "stdio")
 

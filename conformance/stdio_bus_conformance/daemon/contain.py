@@ -26,7 +26,7 @@ import os
 import signal
 import time
 
-from . import procinfo
+from ..common import procinfo
 
 PR_SET_CHILD_SUBREAPER = 36
 MARK_ENV = "SB_CONFORMANCE_RUN"

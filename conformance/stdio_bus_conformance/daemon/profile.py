@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import HarnessError
+from ..common.errors import HarnessError
 
 MODES = ("stdio", "unix", "tcp")
 READINESS = ("connect", "stderr-regex", "none")

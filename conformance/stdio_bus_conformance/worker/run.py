@@ -18,7 +18,7 @@ How the suite talks follows from the profiles the worker claims
 worker is initialized when spawned; requests the worker sends on its own are
 answered as its client would, whenever a test waits (spawn(auto_reply=False)
 for tests that answer them themselves). What the preflight found
-(worker_preflight) blocks the tests that would stand on it: they are skipped
+(worker/preflight.py) blocks the tests that would stand on it: they are skipped
 with a reason that starts "blocked:" and names the root cause.
 """
 
@@ -38,11 +38,11 @@ from pathlib import Path
 
 import pytest
 
-from . import worker_json as wj
-from .errors import HarnessError
-from .transcript import Recorder, render
-from .worker_desc import WorkerDescription, fill, mentions
-from .worker_proc import Line, WorkerError, WorkerProc, WorkerTimeout
+from . import rawjson as wj
+from ..common.errors import HarnessError
+from ..common.transcript import Recorder, render
+from .description import WorkerDescription, fill, mentions
+from .process import Line, WorkerError, WorkerProc, WorkerTimeout
 
 SAMPLING_RESULT = {"role": "assistant", "content": {"type": "text", "text": "the suite answers"},
                    "model": "sb-conformance", "stopReason": "endTurn"}
@@ -57,7 +57,7 @@ class WorkerContext:
     desc: WorkerDescription
     seed: int
     timeout: float  # answer deadline ("at once")
-    preflight: dict = field(default_factory=dict)  # worker_preflight.run(): findings, tool call
+    preflight: dict = field(default_factory=dict)  # preflight.run(): findings, tool call
     selected: set | None = None  # names of the test functions this run runs (None: unknown)
 
     @property

@@ -31,11 +31,12 @@ import threading
 import time
 from pathlib import Path
 
-from . import procinfo
+from ..common import procinfo
+from ..common.reader import start_reader
 from .client import DEFAULT_TIMEOUT, SocketClient, StdioClient
-from .errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError
+from ..common.errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError
 from .profile import Profile
-from .transcript import Recorder
+from ..common.transcript import Recorder
 
 STDERR_KEEP = 1 << 20     # bytes of daemon stderr kept (the last ones)
 STDOUT_KEEP = 1 << 20     # bytes of daemon stdout kept in socket modes (the first ones)
@@ -103,6 +104,7 @@ class Daemon:
         self.teardown = False
         self._exited = threading.Event()
         self._exit_time = 0.0
+        self.cpu_at_exit: float | None = None  # CPU seconds it had used when it exited
         # stderr: whole lines, the last STDERR_KEEP bytes of them, numbered from the first
         self._err_lines: collections.deque[str] = collections.deque()     # decoded
         self._err_raw: collections.deque[bytes] = collections.deque()     # as written
@@ -192,18 +194,7 @@ class Daemon:
         t.start()
 
     def _spawn_reader(self, fd, sink, what):
-        def loop():
-            while True:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:
-                    data = b""
-                sink(data)
-                if not data:
-                    return
-        t = threading.Thread(target=loop, name=f"sb-daemon-{what}", daemon=True)
-        t.start()
-        self._threads.append(t)
+        self._threads.append(start_reader(fd, sink, f"sb-daemon-{what}"))
 
     # -- the exit watcher ------------------------------------------------------
     def _watch_exit(self, proc: subprocess.Popen, exited: threading.Event) -> None:
@@ -215,6 +206,8 @@ class Daemon:
             pass  # already reaped by a wait in the test thread
         except OSError:
             return
+        with contextlib.suppress(OSError):  # a zombie's stat still holds the CPU it used
+            self.cpu_at_exit = procinfo.cpu_time(proc.pid)
         rc = proc.wait()
         if proc is not self.proc:
             return
@@ -377,6 +370,15 @@ class Daemon:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def cpu_time(self) -> float:
+        """CPU seconds the daemon has used so far (all of them, once it exited)."""
+        try:
+            return procinfo.cpu_time(self.proc.pid)
+        except ProcessLookupError:
+            if self.cpu_at_exit is None:
+                raise
+            return self.cpu_at_exit
 
     @property
     def running(self) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .errors import HarnessError
+from ..common.errors import HarnessError
 
 
 @dataclass

@@ -3,8 +3,8 @@ error must look like, with messages that show the offending bytes."""
 
 from __future__ import annotations
 
-from . import worker_json as wj
-from .worker_proc import Line, WorkerError
+from . import rawjson as wj
+from .process import Line, WorkerError
 
 RESERVED = range(-32768, -31999)           # -32768 .. -32000
 DEFINED = (-32700, -32600, -32601, -32602, -32603)

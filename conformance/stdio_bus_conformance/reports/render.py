@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .coverage import JUDGED as JUDGED_CLAUSE
 from .coverage import Coverage, reason_category
-from .judge import tier
+from ..spec.judge import tier
 from .outcomes import OUTCOMES, Verdict, summary_line
 
 SCHEMA_VERSION = 1

@@ -17,7 +17,7 @@ A finding names its root cause once: the clause it breaks and the test that
 judges it (that test runs as usual). Every other test that would stand on it
 is skipped as blocked when it gets there (WorkerRun.blocked_by). Also, for an
 MCP server without a description's tool_call, the tool the tool-call tests
-use is chosen here from tools/list (worker_desc.discover_tool_call).
+use is chosen here from tools/list (description.discover_tool_call).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import signal
 import tempfile
 import time
 
-from . import worker_json as wj
-from .transcript import Recorder, render
-from .worker_desc import WorkerDescription, discover_tool_call
-from .worker_proc import WorkerError, WorkerProc, WorkerTimeout
+from . import rawjson as wj
+from ..common.transcript import Recorder, render
+from .description import WorkerDescription, discover_tool_call
+from .process import WorkerError, WorkerProc, WorkerTimeout
 
 # root cause -> (clause, the test that names it)
 SILENT_PLAIN = ("SB-W-1", "test_every_complete_line_is_handled")
@@ -58,7 +58,7 @@ class _Probe:
 
     @staticmethod
     def _reply(proc, line):
-        from .worker_run import WorkerRun, envelope
+        from .run import WorkerRun, envelope
         member = WorkerRun.client_result(line.obj)
         (name, value), = member.items()
         proc.send(envelope(id=line.raw("id"), extra={name: value}))
@@ -66,7 +66,7 @@ class _Probe:
     def ask(self, method: str, params=None, session: bytes | None = None):
         """Sends a request; its response object, or None when none came in
         time (or the worker ended)."""
-        from .worker_run import envelope
+        from .run import envelope
         self.ids += 1
         rid = wj.token(f"sb-preflight-{self.ids}")
         self.proc.send(envelope(id=rid, method=method, params=params, session=session))
@@ -76,7 +76,7 @@ class _Probe:
             return None
 
     def notify(self, method: str) -> None:
-        from .worker_run import envelope
+        from .run import envelope
         self.proc.send(envelope(method=method))
 
     def stop(self) -> None:
@@ -90,7 +90,7 @@ def _request(desc: WorkerDescription) -> tuple[str, object]:
 
 def run(desc: WorkerDescription, timeout: float) -> dict:
     """The preflight of one run; never raises for what the worker does."""
-    from .worker_run import CLIENT_CAPABILITIES, CLIENT_INFO
+    from .run import CLIENT_CAPABILITIES, CLIENT_INFO
     t0 = time.monotonic()
     recorder = Recorder()
     workdir = tempfile.mkdtemp(prefix="sbw-preflight-")

@@ -1,0 +1,111 @@
+"""The fixtures tests use: `bus` (the daemon under test in the test's mode),
+`sb_mode`, `rng`, and `worker` (the worker under test)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..common import context
+from ..common.errors import DaemonCrashed, HarnessError
+from ..daemon.bus import Bus
+from ..daemon.preflight import blocked_message
+from ..worker.run import WorkerRun
+from .state import STATE_KEY
+
+
+def _state(config):
+    return getattr(config, STATE_KEY)
+
+
+# -- the `bus` fixture -----------------------------------------------------------------
+@pytest.fixture
+def sb_mode(request) -> str:
+    return getattr(request, "param", "stdio")
+
+
+@pytest.fixture
+def bus(request, sb_mode):
+    """The daemon under test, in this test's mode. See daemon/bus.py."""
+    state = _state(request.config)
+    if state.fatal:
+        raise HarnessError("; ".join(state.fatal))
+    if state.worker_mode:
+        raise HarnessError("this test needs a daemon (the `bus` fixture) and the run judges a worker: "
+                           "collect worker_tests/ with --worker")
+    if not state.ctx.profile.supports(sb_mode):
+        pytest.skip(f"unsupported: the profile {state.ctx.profile.name} does not support {sb_mode} mode")
+    for m in request.node.iter_markers("requires"):
+        missing = [f for f in m.args if f not in state.ctx.profile.features]
+        if missing:
+            pytest.skip(f"unsupported: the profile lacks feature(s) {', '.join(missing)}")
+    cited = state.item_clauses(request.node)
+    if state.ctx.preflight is not None:  # blocked before anything starts: fast
+        for item in [f"start-{sb_mode}"] + [a for m in request.node.iter_markers("stands_on") for a in m.args]:
+            r = state.ctx.preflight.blocking(item, cited)
+            if r is not None:
+                pytest.skip(blocked_message(r))
+    b = Bus(state.ctx, sb_mode, request.node.nodeid)
+    b.requires = {f for m in request.node.iter_markers("requires") for f in m.args}
+    b.cited = tuple(cited)
+    request.node._sb_bus = b
+    context.state.bus = b
+    try:
+        yield b
+    finally:
+        crash = None
+        try:
+            try:
+                b.stop()
+            except DaemonCrashed as exc:
+                crash = exc
+            request.node._sb_findings = list(b.findings)
+            if getattr(request.node, "_sb_failed", False) or crash is not None or \
+                    any(f["kind"] != "flood" for f in b.findings):
+                dest = state.artifact_dir(request.node.nodeid)
+                b.write_artifacts(dest, state.rerun_command(request.node), state.artifact_room())
+                state.write_rerun(dest, request.node)
+                if b.truncated:
+                    request.node._sb_findings.append(
+                        {"kind": "truncated", "test": request.node.nodeid, "clause": None,
+                         "detail": "artifacts cut to stay bounded: " + ", ".join(sorted(set(b.truncated)))})
+        finally:
+            b.cleanup()
+        if crash is not None:
+            raise crash
+
+
+@pytest.fixture
+def rng(bus):
+    """random.Random seeded from the run's seed and the test id."""
+    return bus.rng
+
+
+# -- the `worker` fixture ----------------------------------------------------------------
+@pytest.fixture
+def worker(request):
+    """The worker under test. See worker/run.py."""
+    state = _state(request.config)
+    if state.fatal:
+        raise HarnessError("; ".join(state.fatal))
+    if not state.worker_mode:
+        raise HarnessError("this test judges a worker (the `worker` fixture) and the run judges a daemon: "
+                           "pass --worker 'COMMAND ARGS' --worker-profile P")
+    desc = state.wctx.desc
+    why = state.worker_unsupported(request.node)
+    if why:
+        pytest.skip(f"unsupported: {why}")
+    for m in request.node.iter_markers("requires"):
+        missing = [f for f in m.args if not desc.has(f)]
+        if missing:
+            pytest.skip(f"the worker description gives no {', '.join(missing)}")
+    w = WorkerRun(state.wctx, request.node.nodeid, state.item_clauses(request.node))
+    try:
+        yield w
+    finally:
+        try:
+            w.stop()
+            if getattr(request.node, "_sb_failed", False):
+                w.write_artifacts(state.artifact_dir(request.node.nodeid),
+                                  state.rerun_command(request.node))
+        finally:
+            w.cleanup()

@@ -1,0 +1,80 @@
+"""The pytest plugin of the conformance suite (loaded by conformance/conftest.py
+and by run.py as `-p stdio_bus_conformance.plugin`): its options and markers,
+and the run's State, made once per process at configure time.
+
+Two subjects: a daemon (the default: clauses from SPEC.md, tests in tests/,
+the `bus` fixture) or, with --worker/--worker-description, a worker (clauses
+from WORKER_SPEC.md, tests in worker_tests/, the `worker` fixture). Outcomes,
+exit codes, baselines, coverage and reports are the same in both.
+
+Runs in three roles: a plain pytest process (collects and runs), an xdist
+controller (no collection: receives reports, writes the reports), and an
+xdist worker (collects, runs, and sends its inventory of cited clauses back
+through workeroutput).
+
+The State is a plugin instance too (its hooks see the config); its concerns
+live in their own modules: subjects.py (both modes' set-up and preflight),
+selection.py (collection rules and selection), results.py (each test's
+outcome), artifacts.py (reproducers), finish.py (the verdict and the reports).
+"""
+
+from __future__ import annotations
+
+from ..common import context
+from ..daemon import contain
+from ..worker.description import MCP_VERSIONS, PROFILES
+from .state import STATE_KEY, State
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("stdio-bus", "stdio Bus conformance")
+    g.addoption("--daemon", help="daemon under test (default: build/stdio_bus)")
+    g.addoption("--profile", help="daemon profile, TOML (default: profiles/stdio_bus.toml)")
+    g.addoption("--mock-worker", help="mock worker binary (default: build/mock_workers/mock_worker)")
+    g.addoption("--spec", help="SPEC.md to read the clauses from (default: found next to the suite)")
+    g.addoption("--seed", type=int, help="seed of the run (default: random; written to the reports)")
+    g.addoption("--report-dir", default="conformance-results", help="where reports and artifacts go")
+    g.addoption("--baseline", help="expected failures of this daemon (JSON)")
+    g.addoption("--write-baseline", metavar="FILE", help="write this run's failures as a baseline")
+    g.addoption("--clause", action="append", default=[], metavar="GLOB",
+                help="run tests citing a clause matching GLOB (repeatable), e.g. 'SB-6.*'")
+    g.addoption("--exclude-clause", action="append", default=[], metavar="GLOB",
+                help="skip tests citing a clause matching GLOB (repeatable)")
+    g.addoption("--section", action="append", default=[], metavar="N",
+                help="run tests citing a clause of spec section N or its subsections (repeatable)")
+    g.addoption("--only", action="append", default=[], metavar="NODEID",
+                help="run only the test with this node id (repeatable; used by reproducers)")
+    g.addoption("--min-tests", type=int, default=0, help="exit 2 when fewer tests ran")
+    g.addoption("--wait-timeout", type=float, default=5.0, help="default deadline of one wait (s)")
+    g.addoption("--no-preflight", action="store_true",
+                help="skip the preflight (systemic checks; tests standing on a broken one are blocked)")
+    g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
+    g.addoption("--coverage-only", action="store_true", help="with --collect-only: print coverage, gate it")
+    w = parser.getgroup("stdio-bus-worker", "stdio Bus worker conformance (WORKER_SPEC.md)")
+    w.addoption("--worker", metavar="'COMMAND ARGS'",
+                help="judge this worker instead of a daemon (one shell-quoted string)")
+    w.addoption("--worker-profile", action="append", default=[], choices=PROFILES,
+                help="profile the worker claims (repeatable; none implies another)")
+    w.addoption("--mcp-version", choices=MCP_VERSIONS,
+                help=f"MCP revision the worker is judged on (default: {MCP_VERSIONS[-1]})")
+    w.addoption("--worker-env", action="append", default=[], metavar="KEY=VALUE",
+                help="environment variable for the worker (repeatable)")
+    w.addoption("--worker-description", metavar="FILE",
+                help="worker description (TOML): command, profiles, env, facts")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "clause(*ids): spec clauses the test checks (required)")
+    config.addinivalue_line("markers", "modes(*modes): operating modes to run in (default: stdio, unix, tcp)")
+    config.addinivalue_line("markers", "requires(*features): profile features (worker tests: description "
+                            "facts) the test needs")
+    config.addinivalue_line("markers", "worker_profile(name): what a worker test talks (plain: sessionIds; "
+                            "jsonrpc: error codes; mcp: MCP calls): the worker must claim it too")
+    config.addinivalue_line("markers", "stands_on(*items): preflight items the test needs and does not judge "
+                            "(restart-exit0, restart-crash, big-line, burst, malformed, ...): blocked when broken")
+    state = State(config)
+    setattr(config, STATE_KEY, state)
+    config.pluginmanager.register(state, "sb_state")
+    context.state.wait = config.getoption("wait_timeout")
+    # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
+    contain.become_subreaper()

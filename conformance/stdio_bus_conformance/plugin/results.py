@@ -1,0 +1,125 @@
+"""Each test's outcome: the clause a failure is judged by (makereport, in the
+process that ran the test), the phases gathered into a TestResult and
+classified (logreport, in the controlling process), the console letter, and
+what xdist workers send back at their end."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ..common import context
+from ..common.errors import DaemonCrashed
+from ..reports.outcomes import Phase, TestResult, classify, exception_kind
+from ..spec.judge import ClauseFailure
+
+_CATEGORY = {  # outcome -> (pytest stats category, letter, word)
+    "pass": ("passed", ".", "PASSED"),
+    "fail": ("failed", "F", "FAILED"),
+    "warn": ("warn", "W", "WARN"),
+    "xfail": ("xfail", "x", "XFAIL (baseline)"),
+    "unsupported": ("unsupported", "u", "UNSUPPORTED"),
+    "skipped": ("skipped", "s", "SKIPPED"),
+    "harness-error": ("harness-error", "E", "HARNESS-ERROR"),
+    "blocked": ("blocked", "b", "BLOCKED"),
+    "unfinished": ("unfinished", "?", "UNFINISHED"),
+}
+
+
+class Results:
+    """State's outcome of each test (a base of State)."""
+
+    # -- xdist (controller side) ---------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        out = getattr(node, "workeroutput", None) or {}
+        self.findings += out.get("sb_findings", [])
+        if "sb_inventory" in out:
+            self.inventory.update(out["sb_inventory"])
+            self.inventory_complete = bool(out.get("sb_inventory_complete"))
+            self.have_inventory = True
+
+    # -- running -------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        context.begin_test(item.nodeid, self.item_clauses(item))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        yield
+        context.end_test()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        rep = outcome.get_result()
+        rep.sb_clauses = self.item_clauses(item)
+        spec = getattr(item, "callspec", None)
+        rep.sb_mode = spec.params.get("sb_mode") if spec is not None else None
+        rep.sb_kind, rep.sb_message, rep.sb_clause, rep.sb_finding = None, "", None, None
+        if call.excinfo is not None:
+            exc = call.excinfo.value
+            if rep.skipped:
+                reason = getattr(exc, "msg", None) or str(exc)
+                rep.sb_kind = next((k for k in ("unsupported", "blocked") if str(reason).startswith(k + ":")),
+                                   "skip")
+                rep.sb_message = str(reason)
+            elif rep.failed:
+                rep.sb_kind = exception_kind(exc)
+                text = re.sub(r"^stdio_bus_conformance\.(?:[a-z_]+\.)+", "", call.excinfo.exconly().strip())
+                if isinstance(exc, ClauseFailure):  # its clause is shown beside it: the detail says the rest
+                    text = exc.detail or text
+                rep.sb_message = text if len(text) < 2000 else text[:2000] + "..."
+                # the clause the failure is judged by: the check's, else the test's first
+                rep.sb_clause = exc.clause if isinstance(exc, ClauseFailure) else \
+                    (rep.sb_clauses[0] if rep.sb_clauses else None)
+                if isinstance(exc, DaemonCrashed):
+                    rep.sb_finding = "crash"
+        if call.when == "teardown":
+            rep.sb_findings = list(getattr(item, "_sb_findings", []))
+        if rep.failed:
+            item._sb_failed = True
+
+    def pytest_runtest_logreport(self, report):
+        if self.is_worker:
+            return
+        r = self.results.get(report.nodeid)
+        if r is None:
+            r = self.results[report.nodeid] = TestResult(
+                report.nodeid, list(getattr(report, "sb_clauses", []) or []), getattr(report, "sb_mode", None))
+        details = ""
+        if report.failed:
+            details = report.longreprtext
+        r.phases[report.when] = Phase(report.when, report.outcome, getattr(report, "sb_kind", None),
+                                      getattr(report, "sb_message", "") or "", details, report.duration,
+                                      bool(getattr(report, "wasxfail", None)),
+                                      getattr(report, "sb_clause", None), getattr(report, "sb_finding", None))
+        for f in getattr(report, "sb_findings", None) or []:
+            self.findings.append(f)
+            r.findings.append(f)
+        self._finish(r)
+
+    def level_of(self, cid: str | None) -> str:
+        return self.registry.level(cid) if self.registry is not None else "MUST"
+
+    def _finish(self, r: TestResult):
+        r.outcome, r.message, r.details, r.clause = classify(r, self.level_of, r.nodeid in self.baseline)
+        d = self.artifact_dir(r.nodeid)
+        r.artifact_dir = str(d) if d.is_dir() else None
+
+    def pytest_report_teststatus(self, report, config):
+        if not hasattr(report, "sb_kind") or report.when == "collect":
+            return None
+        if report.passed:
+            return _CATEGORY["pass"] if report.when == "call" else None
+        r = TestResult(report.nodeid, list(report.sb_clauses), report.sb_mode)
+        r.phases[report.when] = Phase(report.when, report.outcome, report.sb_kind, report.sb_message,
+                                      "", 0.0, bool(getattr(report, "wasxfail", None)))
+        r.phases[report.when].clause = getattr(report, "sb_clause", None)
+        r.phases[report.when].finding = getattr(report, "sb_finding", None)
+        outcome = classify(r, self.level_of, report.nodeid in self.baseline)[0]
+        return _CATEGORY[outcome]
+
+    def pytest_keyboard_interrupt(self, excinfo):
+        self.interrupted = True
