@@ -46,9 +46,12 @@ def _import_pytest():
 
 
 def parse_args(argv):
+    from .version import version_line
     p = argparse.ArgumentParser(
-        prog="run.py", description="stdio Bus conformance suite",
+        prog=os.path.basename(sys.argv[0]) or "run.py", description="stdio Bus conformance suite",
         epilog="Arguments after -- go to pytest unchanged.")
+    p.add_argument("--version", action="version", version=version_line(),
+                   help="print the kit's version and the spec revision it judges, and exit")
     p.add_argument("tests", nargs="*", metavar="TEST_ID",
                    help="test ids or files to run (default: the whole suite)")
     p.add_argument("--daemon", help="daemon under test (default: build/stdio_bus or <prefix>/bin/stdio_bus)")
@@ -235,7 +238,8 @@ def main(argv=None) -> int:
     if final is not None and not opts.coverage:
         from stdio_bus_conformance.outcomes import summary_line
         from stdio_bus_conformance.reports import verdict_lines
-        print(f"seed {opts.seed}; reports in {os.path.abspath(opts.report_dir)}")
+        from stdio_bus_conformance.reports import kit_line
+        print(f"{kit_line(final.meta)}; seed {opts.seed}; reports in {os.path.abspath(opts.report_dir)}")
         for line in verdict_lines(final):  # the verdict on the spec itself, tier by tier
             print(line)
         print(summary_line(final.counts))  # the last line stays the counts (scripts read it)

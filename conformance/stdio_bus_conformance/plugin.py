@@ -32,6 +32,7 @@ from . import reports
 from .bus import Bus, RunContext
 from .coverage import compute as compute_coverage
 from . import contain, context
+from . import version as kit_version
 from .errors import DaemonCrashed, HarnessError
 from .judge import ClauseFailure
 from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
@@ -741,8 +742,9 @@ class State:
         meta = {
             "suite": "stdio Bus conformance kit",
             **self.subject_meta(),
+            # kit, kit_version, spec_version: which kit, judging which spec revision
+            **kit_version.about(None if self.worker_mode else self.registry),
             "spec": str(self.registry.path) if self.registry else None,
-            "spec_version": self.registry.version if self.registry else None,
             "clauses": len(self.registry.clauses) if self.registry else 0,
             "seed": self.seed,
             "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
@@ -841,7 +843,7 @@ class State:
                 for rep in reps:
                     tr.write_sep("_", f"{rep.nodeid} ({rep.when})")
                     tr._outrep_summary(rep)
-        tr.write_sep("=", "stdio Bus conformance")
+        tr.write_sep("=", reports.kit_line(s.meta))
         for msg in s.fatal:
             tr.write_line(f"harness error: {msg}", red=True)
         for f in (s.worker or {}).get("root_causes", []):  # worker preflight

@@ -47,6 +47,14 @@ def judged_as(cid: str | None, level: str) -> str:
     return f"{cid} ({TIER_WORDS[tier(cid)]}, {level or '?'})"
 
 
+def kit_line(meta: dict) -> str:
+    """'stdio-bus-conformance 0.2.0, stdio Bus spec v0.1.0': which kit and
+    which spec revision produced a report (its header in every format)."""
+    sv = meta.get("spec_version")
+    return (f"{meta.get('kit') or 'stdio-bus-conformance'} {meta.get('kit_version') or 'unknown'}, "
+            f"stdio Bus spec {'v' + sv if sv else '(revision unknown)'}")
+
+
 def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
@@ -290,7 +298,7 @@ def junit_tree(s: RunSummary) -> ET.ElementTree:
     for path, results in suites.items():
         suite = ET.SubElement(root, "testsuite", name=path)
         props = ET.SubElement(suite, "properties")
-        for key in ("daemon", "profile", "seed", "spec"):
+        for key in ("kit", "kit_version", "spec_version", "daemon", "profile", "seed", "spec"):
             if s.meta.get(key) is not None:
                 ET.SubElement(props, "property", name=key, value=str(s.meta[key]))
         n = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
@@ -389,7 +397,7 @@ def report_md(s: RunSummary) -> str:
     m = s.meta
     base = m.get("report_dir")
     title = "# stdio Bus conformance report" if s.worker is None else "# stdio Bus worker conformance report"
-    out = [title, ""]
+    out = [title, "", f"Produced by {kit_line(m)}.", ""]
     vlines = verdict_lines(s)
     if vlines:  # the spec's line first: the verdict on the spec itself
         out += [f"**{_md(vlines[-1])}**", ""] + [f"- {_md(line)}" for line in vlines[:-1]]
