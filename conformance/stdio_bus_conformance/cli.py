@@ -20,6 +20,8 @@ import os
 import random
 import sys
 
+from .repeat import MAX_REPEAT
+
 # the conformance directory (run.py, pytest.ini, tests/, profiles/): this package's parent
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -60,7 +62,15 @@ def parse_args(argv):
     p.add_argument("--spec", help="SPEC.md (default: next to run.py, or at the top of the source tree)")
     p.add_argument("--report-dir", default="conformance-results", help="default: %(default)s")
     p.add_argument("--baseline", help="expected failures of this daemon (JSON)")
-    p.add_argument("--write-baseline", metavar="FILE", help="write this run's failures as a baseline")
+    p.add_argument("--write-baseline", metavar="FILE",
+                   help="write this run's failures as a baseline (replaces FILE; see --update-baseline)")
+    p.add_argument("--update-baseline", metavar="FILE",
+                   help="merge this run into the baseline FILE: keep entries outside the selection and every "
+                        "reason, add new failures (reason to write), drop entries now passing")
+    p.add_argument("--strict", action="store_true",
+                   help="SHOULD-level failures (warnings) fail the run too (exit 1)")
+    p.add_argument("--repeat", type=int, default=0, metavar="N",
+                   help="rerun each failed test N times and report it flaky (mixed outcomes) or steady")
     p.add_argument("--clause", action="append", default=[], metavar="GLOB",
                    help="run tests citing a matching clause, e.g. 'SB-6.*' (repeatable)")
     p.add_argument("--exclude-clause", action="append", default=[], metavar="GLOB",
@@ -110,6 +120,8 @@ def parse_args(argv):
                                 ("--mock-worker", opts.mock_worker)) if v]
         if clash:
             p.error(f"{', '.join(clash)}: daemon options, not for a worker run")
+    if not 0 <= opts.repeat <= MAX_REPEAT:
+        p.error(f"--repeat: 0 to {MAX_REPEAT}")
     if opts.rerun:
         load_rerun(p, opts, "--report-dir" in argv)
     return opts, extra
@@ -167,7 +179,8 @@ def _resolve_test(arg: str) -> str:
 def pytest_args(opts, extra) -> list[str]:
     a = ["-c", os.path.join(HERE, "pytest.ini"), "--rootdir", HERE,
          "-p", "stdio_bus_conformance.plugin", "-p", "no:cacheprovider"]
-    for name in ("daemon", "profile", "mock_worker", "spec", "baseline", "write_baseline", "worker_description"):
+    for name in ("daemon", "profile", "mock_worker", "spec", "baseline", "write_baseline", "update_baseline",
+                 "worker_description"):
         value = getattr(opts, name)
         if value:
             a += [f"--{name.replace('_', '-')}", os.path.abspath(value)]
@@ -195,6 +208,8 @@ def pytest_args(opts, extra) -> list[str]:
         a.append("--no-coverage-gate")
     if opts.no_preflight:
         a.append("--no-preflight")
+    if opts.strict:
+        a.append("--strict-should")  # pytest's own --strict is another option
     if opts.coverage:
         a += ["--collect-only", "-qq", "--coverage-only", "-p", "no:xdist"]
     else:
@@ -236,8 +251,16 @@ def main(argv=None) -> int:
     state = getattr(_Capture.config, "_sb_state", None) if _Capture.config else None
     final = getattr(state, "final", None)
     if final is not None and not opts.coverage:
+        from stdio_bus_conformance import repeat
         from stdio_bus_conformance.outcomes import summary_line
-        from stdio_bus_conformance.reports import verdict_lines
+        from stdio_bus_conformance.reports import verdict_lines, write_all
+        if opts.repeat and not final.fatal and not final.counts.get("unfinished"):
+            final.repeat = repeat.run(opts, extra, HERE, final.results, os.path.abspath(opts.report_dir),
+                                      opts.repeat)
+            if final.repeat:
+                write_all(os.path.abspath(opts.report_dir), final)  # the reports now say it
+                for line in repeat.lines(final.repeat):
+                    print(line)
         from stdio_bus_conformance.reports import kit_line
         print(f"{kit_line(final.meta)}; seed {opts.seed}; reports in {os.path.abspath(opts.report_dir)}")
         for line in verdict_lines(final):  # the verdict on the spec itself, tier by tier

@@ -35,7 +35,8 @@ from . import contain, context
 from . import version as kit_version
 from .errors import DaemonCrashed, HarnessError
 from .judge import ClauseFailure
-from .outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
+from .outcomes import (EXIT_HARNESS, Phase, TestResult, Verdict, classify, exception_kind,
+                       summary_line, verdict)
 from .preflight import ITEMS as PREFLIGHT_ITEMS
 from .preflight import Results as PreflightResults
 from .preflight import blocked_message
@@ -100,6 +101,10 @@ def pytest_addoption(parser):
     g.addoption("--report-dir", default="conformance-results", help="where reports and artifacts go")
     g.addoption("--baseline", help="expected failures of this daemon (JSON)")
     g.addoption("--write-baseline", metavar="FILE", help="write this run's failures as a baseline")
+    g.addoption("--update-baseline", metavar="FILE",
+                help="merge this run into the baseline FILE (keeps entries outside the selection; baseline.py)")
+    g.addoption("--strict-should", action="store_true",
+                help="SHOULD-level failures (warnings) fail the run too (run.py --strict)")
     g.addoption("--clause", action="append", default=[], metavar="GLOB",
                 help="run tests citing a clause matching GLOB (repeatable), e.g. 'SB-6.*'")
     g.addoption("--exclude-clause", action="append", default=[], metavar="GLOB",
@@ -729,15 +734,15 @@ class State:
                                         preflight=self.preflight, expected_items=expected_items)
         blocked = sum(1 for r in self.results.values() if r.outcome == "blocked"
                       and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items))
-        stale = self.baseline.stale(self.results, set(self.inventory) if self.inventory_complete else None,
-                                    self.preflight)
-        new_failures = [n for n, r in self.results.items() if r.outcome == "fail"]
+        base = bl.report(self.baseline, self.results, set(self.inventory) if self.inventory_complete else None,
+                         self.preflight)
         counts = reports.count(self.results)
-        v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=stale,
+        v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=base["stale"],
                     gate_failures=coverage.gate_failures if coverage else [],
                     min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
                     findings=self.findings, interrupted=self.interrupted,
-                    broken=[rc for rc in root_causes if rc["binding"]], blocked=blocked)
+                    broken=[rc for rc in root_causes if rc["binding"]], blocked=blocked,
+                    strict=self.config.getoption("strict_should"))
         opt = self.config.getoption
         meta = {
             "suite": "stdio Bus conformance kit",
@@ -755,9 +760,6 @@ class State:
                           "section": opt("section"), "keyword": opt("keyword") or None,
                           "only": opt("only")},
         }
-        base = {"file": self.baseline.path, "stale": stale,
-                "new_failures": new_failures if self.baseline.path else [],
-                "expected_failures": sorted(n for n, r in self.results.items() if r.outcome == "xfail")}
         levels = {c.id: c.level for c in self.registry} if self.registry else {}
         return reports.RunSummary(meta, self.results, counts, coverage, v, levels, base,
                                   self.collection_errors, self.fatal, self.worker_subject(),
@@ -822,11 +824,21 @@ class State:
             elif self.config.getoption("coverage_only"):
                 session.exitstatus = 0
             return
+        strict = self.config.getoption("strict_should")
+        ub = self.config.getoption("update_baseline")
+        if ub:
+            try:
+                s.baseline["update"] = bl.update(ub, s.meta["daemon"], self.results,
+                                                 set(self.inventory) if self.inventory_complete else None,
+                                                 self.preflight, s.root_causes, strict)
+            except (HarnessError, OSError) as exc:  # the file is left as it was
+                s.fatal.append(f"--update-baseline: {exc}")
+                s.verdict = Verdict(EXIT_HARNESS, [s.fatal[-1]] + s.verdict.reasons)
         self.paths = reports.write_all(self.report_dir, s)
         wb = self.config.getoption("write_baseline")
         if wb:
             self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline,
-                                                  s.root_causes))
+                                                  s.root_causes, strict))
         session.exitstatus = s.verdict.exit_code
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -861,11 +873,8 @@ class State:
             tr.write_line(line, red=line.startswith("  FAIL"), yellow=line.startswith("  WARN"))
         for line in reports.finding_lines(s):
             tr.write_line(line)
-        for e in s.baseline.get("stale", []):
-            tr.write_line(f"stale baseline entry: {e['test']} ({e['why']})", red=True)
-        if s.baseline.get("file"):
-            for t in s.baseline.get("new_failures", []):
-                tr.write_line(f"new failure (not in the baseline): {t}", red=True)
+        for line in bl.lines(s.baseline):
+            tr.write_line(line, red=line.startswith(("stale", "new failure")))
         for r in s.results.values():
             if r.artifact_dir:
                 tr.write_line(f"reproducer for {r.nodeid}: {r.artifact_dir}")
