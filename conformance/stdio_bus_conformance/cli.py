@@ -20,10 +20,11 @@ import os
 import random
 import sys
 
+from .location import SUITE_DIR
 from .repeat import MAX_REPEAT
 
-# the conformance directory (run.py, pytest.ini, tests/, profiles/): this package's parent
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the suite's directory (run.py, pytest.ini, tests/, profiles/): see location.py
+HERE = str(SUITE_DIR)
 
 
 def _import_pytest():

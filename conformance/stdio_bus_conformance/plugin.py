@@ -119,6 +119,8 @@ def pytest_addoption(parser):
                 help="skip the preflight (systemic checks; tests standing on a broken one are blocked)")
     g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
     g.addoption("--coverage-only", action="store_true", help="with --collect-only: print coverage, gate it")
+    parser.addini("stdio_bus_conformance", type="bool", default=False,
+                  help="this pytest run is a stdio Bus conformance run (the suite's pytest.ini says so)")
     w = parser.getgroup("stdio-bus-worker", "stdio Bus worker conformance (WORKER_SPEC.md)")
     w.addoption("--worker", metavar="'COMMAND ARGS'",
                 help="judge this worker instead of a daemon (one shell-quoted string)")
@@ -141,6 +143,8 @@ def pytest_configure(config):
                             "jsonrpc: error codes; mcp: MCP calls): the worker must claim it too")
     config.addinivalue_line("markers", "stands_on(*items): preflight items the test needs and does not judge "
                             "(restart-exit0, restart-crash, big-line, burst, malformed, ...): blocked when broken")
+    if not _active(config):
+        return
     state = State(config)
     setattr(config, STATE_KEY, state)
     config.pluginmanager.register(state, "sb_state")
@@ -149,8 +153,21 @@ def pytest_configure(config):
     contain.become_subreaper()
 
 
+def _active(config) -> bool:
+    """Installed (pytest11 entry point), the plugin is loaded by every pytest
+    run of its environment: it judges only a conformance run, one whose ini
+    file sets stdio_bus_conformance = true (the suite's pytest.ini, which
+    run.py passes) or that loads it by name (-p stdio_bus_conformance.plugin)."""
+    named = "stdio_bus_conformance.plugin" in (getattr(config.known_args_namespace, "plugins", None) or [])
+    return named or bool(config.getini("stdio_bus_conformance"))
+
+
 def _state(config) -> "State":
-    return getattr(config, STATE_KEY)
+    state = getattr(config, STATE_KEY, None)
+    if state is None:
+        raise HarnessError("the stdio Bus conformance plugin is inactive in this pytest run: set "
+                           "stdio_bus_conformance = true in its ini file, or pass -p stdio_bus_conformance.plugin")
+    return state
 
 
 # -- the `bus` fixture -----------------------------------------------------------------

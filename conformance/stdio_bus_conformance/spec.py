@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import HarnessError
+from .location import SUITE_DIR
 
 LEVELS = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "RETIRED")
 MANDATORY = ("MUST", "MUST NOT")
@@ -24,7 +25,7 @@ CHECKS = ("black-box", "inspection", "worker-side", "client-side")
 # and for the parts of WORKER_SPEC.md (W, T, J, F, R)
 ID_RE = re.compile(r"^SB-(?:[0-9]+(?:\.[0-9]+)*|[A-Z])-[1-9][0-9]*$")
 
-CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
+CONFORMANCE_DIR = SUITE_DIR  # run.py, tests/, profiles/: see location.py
 # WORKER_SPEC.md rows start their Notes with the worker profiles whose sources require
 # them: "profiles: plain, jsonrpc, mcp 2025-03-26." (a name may be followed by MCP revisions)
 _PROFILES_NOTE = re.compile(r"^profiles:\s*([^.]*)\.")
