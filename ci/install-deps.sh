@@ -12,6 +12,8 @@ packages=(
   libcjson-dev libcriterion-dev
   python3 python3-pytest python3-pytest-xdist python3-pytest-timeout python3-hypothesis
   python3-yaml git
+  python3-jsonschema  # harness self-tests: results.json against results.schema.json (full draft 2020-12)
+  libxml2-utils       # harness self-tests: xmllint validates junit.xml against the Jenkins junit-10.xsd
   valgrind clang afl++
   strace  # tests/e2e/test_hostile.py: which pids the daemon signals (skipped without it)
 )

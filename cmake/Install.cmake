@@ -2,7 +2,8 @@
 # package of the whole kit (`cpack -G DEB` in the build tree).
 #
 #   bin/stdio_bus                          the daemon
-#   bin/stdio-bus-conformance              the suite's command (run.py)
+#   bin/stdio-bus-conformance              the suite's command (run.py; the Python
+#                                          package, conformance/pyproject.toml, gives the same)
 #   libexec/stdio_bus/{mock_worker,ref_worker}
 #   share/stdio_bus/conformance/           the suite, SPEC.md, WORKER_SPEC.md, VERSION
 #   share/doc/stdio_bus/                   README, CHANGELOG, LICENSE, NOTICE
@@ -20,7 +21,10 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/conformance/
         PATTERN "CMakeLists.txt" EXCLUDE
         PATTERN "mutants" EXCLUDE
         PATTERN "selftest" EXCLUDE
-        PATTERN "foreign.toml" EXCLUDE)
+        PATTERN "foreign.toml" EXCLUDE
+        PATTERN "*.egg-info" EXCLUDE
+        # what `pip install ./conformance` leaves in the tree
+        REGEX "/conformance/build(/|$)" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/SPEC.md ${PROJECT_SOURCE_DIR}/WORKER_SPEC.md
               ${PROJECT_SOURCE_DIR}/VERSION
         DESTINATION ${SB_SUITE_DIR})

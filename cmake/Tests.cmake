@@ -58,10 +58,15 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/e2e)
 endif()
 
 # The .deb of the kit: builds, resolves, and its suite passes against its daemon.
+# The Python package: pip-installed offline in a venv, its command judges our daemon.
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/package)
   add_test(NAME package.deb COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
-           ${PROJECT_SOURCE_DIR}/tests/package --build-dir ${PROJECT_BINARY_DIR})
+           ${PROJECT_SOURCE_DIR}/tests/package/test_deb.py --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(package.deb PROPERTIES LABELS package TIMEOUT 900
+                       RESOURCE_LOCK sb_conformance)
+  add_test(NAME package.pip COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
+           ${PROJECT_SOURCE_DIR}/tests/package/test_pip.py --build-dir ${PROJECT_BINARY_DIR})
+  set_tests_properties(package.pip PROPERTIES LABELS package TIMEOUT 600
                        RESOURCE_LOCK sb_conformance)
 endif()
 

@@ -3,6 +3,7 @@ it builds, its Depends resolve against the archive, and the suite it ships
 passes against the daemon it ships, run from a clean directory tree into
 which the package is unpacked (nothing of the source or build tree used)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -59,6 +60,10 @@ def test_suite_from_the_package_passes_against_the_packaged_daemon(deb, tmp_path
         assert (root / path).exists(), f"{path} is not in the package"
     version = _run([str(root / "usr/bin/stdio_bus"), "--version"])
     assert version.returncode == 0 and "stdio Bus spec v0.1.0" in version.stdout
+    kit = Path(__file__).resolve().parents[2].joinpath("VERSION").read_text().strip()
+    suite_version = _run([str(root / "usr/bin/stdio-bus-conformance"), "--version"])
+    assert suite_version.stdout.strip() == f"stdio-bus-conformance {kit} (stdio Bus spec v0.1.0)", \
+        suite_version.stdout + suite_version.stderr
     # the command finds the daemon and the mock worker next to itself
     r = _run([str(root / "usr/bin/stdio-bus-conformance"), "--report-dir", str(tmp_path / "report")],
              cwd=tmp_path, timeout=600)
@@ -66,3 +71,5 @@ def test_suite_from_the_package_passes_against_the_packaged_daemon(deb, tmp_path
     assert r.returncode == 0, f"exit {r.returncode}:\n{tail}\n{r.stderr[-2000:]}"
     assert str(root) in (tmp_path / "report" / "results.json").read_text(), \
         "the report does not name the packaged daemon"
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert (results["kit_version"], results["spec_version"]) == (kit, "0.1.0")

@@ -13,7 +13,9 @@ import pytest
 from ..reports import baseline as bl
 from ..reports import render as reports
 from ..reports.coverage import compute as compute_coverage
-from ..reports.outcomes import summary_line, verdict
+from ..common.errors import HarnessError
+from ..reports.outcomes import EXIT_HARNESS, Verdict, summary_line, verdict
+from ..spec import version as kit_version
 
 
 class Finish:
@@ -44,21 +46,22 @@ class Finish:
                                         preflight=self.preflight, expected_items=expected_items)
         blocked = sum(1 for r in self.results.values() if r.outcome == "blocked"
                       and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items))
-        stale = self.baseline.stale(self.results, set(self.inventory) if self.inventory_complete else None,
-                                    self.preflight)
-        new_failures = [n for n, r in self.results.items() if r.outcome == "fail"]
+        base = bl.report(self.baseline, self.results, set(self.inventory) if self.inventory_complete else None,
+                         self.preflight)
         counts = reports.count(self.results)
-        v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=stale,
+        v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=base["stale"],
                     gate_failures=coverage.gate_failures if coverage else [],
                     min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
                     findings=self.findings, interrupted=self.interrupted,
-                    broken=[rc for rc in root_causes if rc["binding"]], blocked=blocked)
+                    broken=[rc for rc in root_causes if rc["binding"]], blocked=blocked,
+                    strict=self.config.getoption("strict_should"))
         opt = self.config.getoption
         meta = {
             "suite": "stdio Bus conformance kit",
             **self.subject_meta(),
+            # kit, kit_version, spec_version: which kit, judging which spec revision
+            **kit_version.about(None if self.worker_mode else self.registry),
             "spec": str(self.registry.path) if self.registry else None,
-            "spec_version": self.registry.version if self.registry else None,
             "clauses": len(self.registry.clauses) if self.registry else 0,
             "seed": self.seed,
             "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
@@ -69,9 +72,6 @@ class Finish:
                           "section": opt("section"), "keyword": opt("keyword") or None,
                           "only": opt("only")},
         }
-        base = {"file": self.baseline.path, "stale": stale,
-                "new_failures": new_failures if self.baseline.path else [],
-                "expected_failures": sorted(n for n, r in self.results.items() if r.outcome == "xfail")}
         levels = {c.id: c.level for c in self.registry} if self.registry else {}
         return reports.RunSummary(meta, self.results, counts, coverage, v, levels, base,
                                   self.collection_errors, self.fatal, self.worker_subject(),
@@ -98,11 +98,21 @@ class Finish:
             elif self.config.getoption("coverage_only"):
                 session.exitstatus = 0
             return
+        strict = self.config.getoption("strict_should")
+        ub = self.config.getoption("update_baseline")
+        if ub:
+            try:
+                s.baseline["update"] = bl.update(ub, s.meta["daemon"], self.results,
+                                                 set(self.inventory) if self.inventory_complete else None,
+                                                 self.preflight, s.root_causes, strict)
+            except (HarnessError, OSError) as exc:  # the file is left as it was
+                s.fatal.append(f"--update-baseline: {exc}")
+                s.verdict = Verdict(EXIT_HARNESS, [s.fatal[-1]] + s.verdict.reasons)
         self.paths = reports.write_all(self.report_dir, s)
         wb = self.config.getoption("write_baseline")
         if wb:
             self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline,
-                                                  s.root_causes))
+                                                  s.root_causes, strict))
         session.exitstatus = s.verdict.exit_code
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -119,7 +129,7 @@ class Finish:
                 for rep in reps:
                     tr.write_sep("_", f"{rep.nodeid} ({rep.when})")
                     tr._outrep_summary(rep)
-        tr.write_sep("=", "stdio Bus conformance")
+        tr.write_sep("=", reports.kit_line(s.meta))
         for msg in s.fatal:
             tr.write_line(f"harness error: {msg}", red=True)
         for f in (s.worker or {}).get("root_causes", []):  # worker preflight
@@ -137,11 +147,8 @@ class Finish:
             tr.write_line(line, red=line.startswith("  FAIL"), yellow=line.startswith("  WARN"))
         for line in reports.finding_lines(s):
             tr.write_line(line)
-        for e in s.baseline.get("stale", []):
-            tr.write_line(f"stale baseline entry: {e['test']} ({e['why']})", red=True)
-        if s.baseline.get("file"):
-            for t in s.baseline.get("new_failures", []):
-                tr.write_line(f"new failure (not in the baseline): {t}", red=True)
+        for line in bl.lines(s.baseline):
+            tr.write_line(line, red=line.startswith(("stale", "new failure")))
         for r in s.results.values():
             if r.artifact_dir:
                 tr.write_line(f"reproducer for {r.nodeid}: {r.artifact_dir}")

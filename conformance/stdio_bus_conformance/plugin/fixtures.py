@@ -14,7 +14,11 @@ from .state import STATE_KEY
 
 
 def _state(config):
-    return getattr(config, STATE_KEY)
+    state = getattr(config, STATE_KEY, None)
+    if state is None:
+        raise HarnessError("the stdio Bus conformance plugin is inactive in this pytest run: set "
+                           "stdio_bus_conformance = true in its ini file, or pass -p stdio_bus_conformance.plugin")
+    return state
 
 
 # -- the `bus` fixture -----------------------------------------------------------------

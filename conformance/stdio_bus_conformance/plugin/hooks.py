@@ -36,6 +36,10 @@ def pytest_addoption(parser):
     g.addoption("--report-dir", default="conformance-results", help="where reports and artifacts go")
     g.addoption("--baseline", help="expected failures of this daemon (JSON)")
     g.addoption("--write-baseline", metavar="FILE", help="write this run's failures as a baseline")
+    g.addoption("--update-baseline", metavar="FILE",
+                help="merge this run into the baseline FILE (keeps entries outside the selection; baseline.py)")
+    g.addoption("--strict-should", action="store_true",
+                help="SHOULD-level failures (warnings) fail the run too (run.py --strict)")
     g.addoption("--clause", action="append", default=[], metavar="GLOB",
                 help="run tests citing a clause matching GLOB (repeatable), e.g. 'SB-6.*'")
     g.addoption("--exclude-clause", action="append", default=[], metavar="GLOB",
@@ -50,6 +54,8 @@ def pytest_addoption(parser):
                 help="skip the preflight (systemic checks; tests standing on a broken one are blocked)")
     g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
     g.addoption("--coverage-only", action="store_true", help="with --collect-only: print coverage, gate it")
+    parser.addini("stdio_bus_conformance", type="bool", default=False,
+                  help="this pytest run is a stdio Bus conformance run (the suite's pytest.ini says so)")
     w = parser.getgroup("stdio-bus-worker", "stdio Bus worker conformance (WORKER_SPEC.md)")
     w.addoption("--worker", metavar="'COMMAND ARGS'",
                 help="judge this worker instead of a daemon (one shell-quoted string)")
@@ -72,9 +78,20 @@ def pytest_configure(config):
                             "jsonrpc: error codes; mcp: MCP calls): the worker must claim it too")
     config.addinivalue_line("markers", "stands_on(*items): preflight items the test needs and does not judge "
                             "(restart-exit0, restart-crash, big-line, burst, malformed, ...): blocked when broken")
+    if not _active(config):
+        return
     state = State(config)
     setattr(config, STATE_KEY, state)
     config.pluginmanager.register(state, "sb_state")
     context.state.wait = config.getoption("wait_timeout")
     # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
     contain.become_subreaper()
+
+
+def _active(config) -> bool:
+    """Installed (pytest11 entry point), the plugin is loaded by every pytest
+    run of its environment: it judges only a conformance run, one whose ini
+    file sets stdio_bus_conformance = true (the suite's pytest.ini, which
+    run.py passes) or that loads it by name (-p stdio_bus_conformance.plugin)."""
+    named = "stdio_bus_conformance.plugin" in (getattr(config.known_args_namespace, "plugins", None) or [])
+    return named or bool(config.getini("stdio_bus_conformance"))

@@ -138,9 +138,10 @@ BINDING_FINDINGS = {  # findings that fail the run on their own: kind -> what th
 def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
             gate_failures: list, min_tests: int, nothing_selected: bool,
             findings: list = (), interrupted: bool = False, broken: list = (),
-            blocked: int = 0) -> Verdict:
+            blocked: int = 0, strict: bool = False) -> Verdict:
     """The exit code: 2 for anything that makes the run untrustworthy, else 1
-    for a failure (or a stale baseline entry), else 0. Warnings never fail."""
+    for a failure (or a stale baseline entry), else 0. Warnings fail only
+    with strict (--strict: SHOULD-level clauses gate too)."""
     reasons_2, reasons_1 = [], []
     ran = sum(counts.get(o, 0) for o in JUDGED)
     if fatal:
@@ -164,6 +165,8 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
         reasons_1.append(f"{blocked} test(s) blocked (not judged)")
     if counts.get("fail"):
         reasons_1.append(f"{counts['fail']} failure(s)")
+    if strict and counts.get("warn"):
+        reasons_1.append(f"{counts['warn']} warning(s) (--strict: SHOULD-level clauses gate)")
     if stale:
         reasons_1.append(f"{len(stale)} stale baseline entr{'y' if len(stale) == 1 else 'ies'}")
     for kind, words in BINDING_FINDINGS.items():

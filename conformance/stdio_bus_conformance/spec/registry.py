@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.errors import HarnessError
+from ..common.location import SUITE_DIR
 
-CONFORMANCE_DIR = Path(__file__).resolve().parents[2]
+CONFORMANCE_DIR = SUITE_DIR  # run.py, tests/, profiles/, clauses_check.py: see location.py
 
 
 def _load_clauses_check():
