@@ -177,11 +177,14 @@ def _resolve_test(arg: str) -> str:
     return arg
 
 
-def pytest_args(opts, extra) -> list[str]:
-    a = ["-c", os.path.join(HERE, "pytest.ini"), "--rootdir", HERE,
-         "-p", "stdio_bus_conformance.plugin", "-p", "no:cacheprovider"]
-    for name in ("daemon", "profile", "mock_worker", "spec", "baseline", "write_baseline", "update_baseline",
-                 "worker_description"):
+SUBJECT_FILES = ("daemon", "profile", "mock_worker", "spec", "worker_description")
+
+
+def subject_args(opts, files=SUBJECT_FILES) -> list[str]:
+    """The options naming what is judged (file options made absolute, the
+    worker and its profiles): the same for a run and for its reruns."""
+    a = []
+    for name in files:
         value = getattr(opts, name)
         if value:
             a += [f"--{name.replace('_', '-')}", os.path.abspath(value)]
@@ -193,6 +196,13 @@ def pytest_args(opts, extra) -> list[str]:
         a += ["--worker-env", item]
     if opts.mcp_version:
         a += ["--mcp-version", opts.mcp_version]
+    return a
+
+
+def pytest_args(opts, extra) -> list[str]:
+    a = ["-c", os.path.join(HERE, "pytest.ini"), "--rootdir", HERE,
+         "-p", "stdio_bus_conformance.plugin", "-p", "no:cacheprovider"]
+    a += subject_args(opts, SUBJECT_FILES + ("baseline", "write_baseline", "update_baseline"))
     a += ["--report-dir", os.path.abspath(opts.report_dir), "--seed", str(opts.seed),
           "--wait-timeout", str(opts.wait_timeout), "--min-tests", str(opts.min_tests)]
     for g in opts.clause:

@@ -30,19 +30,8 @@ def candidates(results: dict) -> list[str]:
 def argv(opts, extra: list, conformance_dir: str, nodeids: list, report_dir: str) -> list[str]:
     """The run.py command line of one rerun: the first run's subject and
     options, only the given tests, no baseline, no coverage gate."""
-    a = [sys.executable, os.path.join(conformance_dir, "run.py")]
-    for name in ("daemon", "profile", "mock_worker", "spec", "worker_description"):
-        value = getattr(opts, name)
-        if value:
-            a += [f"--{name.replace('_', '-')}", os.path.abspath(value)]
-    if opts.worker:
-        a += ["--worker", opts.worker]
-    for prof in opts.worker_profile:
-        a += ["--worker-profile", prof]
-    for item in opts.worker_env:
-        a += ["--worker-env", item]
-    if opts.mcp_version:
-        a += ["--mcp-version", opts.mcp_version]
+    from .cli import subject_args  # cli imports this module: bind at call time
+    a = [sys.executable, os.path.join(conformance_dir, "run.py")] + subject_args(opts)
     dirs = [t.split("::")[0] for t in opts.tests] or opts.tests_dirs
     for d in dict.fromkeys(dirs):
         a += ["--tests-dir", os.path.abspath(d) if os.path.exists(d) else os.path.join(conformance_dir, d)]
