@@ -55,8 +55,8 @@ typedef struct {
     sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
     int ending_count;
     int closing_count; /* clients closed once their output is written (SB-X-14) */
-    int full_outputs; /* peers whose output is over its cap */
-    int orphans;      /* pending requests of clients that have left (SB-I-23, SB-I-47) */
+    int full_outputs;  /* peers whose output is over its cap */
+    int orphans;       /* pending requests of clients that have left (SB-I-23, SB-I-47) */
     bool pending_full; /* the pending table is full, and it was said */
 
     int listen_fd;
@@ -68,7 +68,7 @@ typedef struct {
     const char *unix_path;
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
     int signal_fd;
-    int stderr_watch; /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
+    int stderr_watch;          /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
     unsigned stderr_failed_at; /* sb_log_clears when stderr_watch became -1 */
     int stdin_flags, stdout_flags;
 
@@ -122,7 +122,8 @@ static void update_interest(sb_daemon *d, sb_peer *p) {
     short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
     if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
         p->in_parked = false;
-        if (sb_loop_add(&d->loop, p->in_fd, p->in_fd == p->out_fd ? in_events | out_events : in_events,
+        if (sb_loop_add(&d->loop, p->in_fd,
+                        p->in_fd == p->out_fd ? in_events | out_events : in_events,
                         p->kind == SB_PEER_CLIENT ? on_client_event : on_worker_event, p) < 0)
             p->in_parked = true;
         return;
@@ -223,7 +224,8 @@ static void set_full(sb_daemon *d, sb_peer *p, bool full) {
     if (full && !p->full_since_ms) {
         p->full_since_ms = now_ms(); /* SB-7.3.1-2 */
         d->full_outputs++;
-        sb_warn(p->name, "output queue over max_output_queue (%zu bytes queued): pausing its inputs",
+        sb_warn(p->name,
+                "output queue over max_output_queue (%zu bytes queued): pausing its inputs",
                 sb_outq_len(&p->out));
     } else if (!full && p->full_since_ms) {
         p->full_since_ms = 0;
@@ -339,7 +341,8 @@ static void format_tokens(const sb_fields *f, char *out, size_t size) {
     int n = 0;
     out[0] = '\0';
     if (f->id.type)
-        n += snprintf(out, size, " id=%.*s", (int)(f->id.raw_len > 64 ? 64 : f->id.raw_len), f->id.raw);
+        n += snprintf(out, size, " id=%.*s", (int)(f->id.raw_len > 64 ? 64 : f->id.raw_len),
+                      f->id.raw);
     if (f->session_id.type && (size_t)n < size)
         snprintf(out + n, size - (size_t)n, " sessionId=%.*s",
                  (int)(f->session_id.raw_len > 80 ? 80 : f->session_id.raw_len), f->session_id.raw);
@@ -378,7 +381,8 @@ static bool route_from_client(sb_daemon *d, sb_peer *c, const char *line, size_t
         sb_worker *w = &d->workers[r.target];
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens, r.new_session ? " (new session)" : "");
+            sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens,
+                     r.new_session ? " (new session)" : "");
         }
         if (r.new_binding) /* SB-X-11 */
             sb_info(c->name, "bound to %s (affinity)", w->peer.name);
@@ -435,7 +439,8 @@ static int process_lines(sb_daemon *d, sb_peer *p) {
     while (!p->blocked_on && !p->doomed) {
         if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
             return STDIO_BUS_OK; /* a failed worker's further output is not routed */
-        if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING && d->phase != SB_PHASE_LINGER)
+        if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING &&
+            d->phase != SB_PHASE_LINGER)
             return STDIO_BUS_OK;
         n = sb_frame_next(&p->in, &line);
         if (n == STDIO_BUS_EAGAIN)
@@ -457,8 +462,8 @@ static int process_lines(sb_daemon *d, sb_peer *p) {
 static void input_overflow(sb_daemon *d, sb_peer *p) {
     /* SB-7.3.2-1, SB-7.3.2-2 */
     if (p->kind == SB_PEER_WORKER) {
-        worker_fail(d, (sb_worker *)p, SB_MUTE_OUTPUT, "line longer than max_input_buffer (%zu bytes)",
-                    d->limits->max_input_buffer);
+        worker_fail(d, (sb_worker *)p, SB_MUTE_OUTPUT,
+                    "line longer than max_input_buffer (%zu bytes)", d->limits->max_input_buffer);
     } else {
         sb_error(p->name, "line longer than max_input_buffer (%zu bytes): closing the client",
                  d->limits->max_input_buffer);
@@ -565,8 +570,8 @@ static void client_close(sb_daemon *d, sb_peer *c) {
     int sessions = sb_sessions_drop_client(&d->router.sessions, c->index, NULL, NULL);
     /* Kept as orphans until answered, so a late answer reaches no one,
      * not a newcomer reusing the id (SB-I-23). */
-    int pending = sb_pending_orphan_sender(&d->router.requests, c->index,
-                                           log_client_request_dropped, c);
+    int pending =
+        sb_pending_orphan_sender(&d->router.requests, c->index, log_client_request_dropped, c);
     d->orphans += pending;
     sb_pending_drop_receiver(&d->router.upstream, c->index, NULL, NULL);
     affinity_detach(d, c);
@@ -651,7 +656,8 @@ static void close_ended_clients(sb_daemon *d, int64_t now) {
             sb_info(c->name, "answers delivered: closing the connection");
             doom(d, c);
         } else if (now >= c->ending_by_ms) {
-            sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+            sb_warn(c->name,
+                    "answers still owed after drain_timeout_sec=%d: closing the connection",
                     d->limits->drain_timeout_sec);
             doom(d, c);
         }
@@ -741,7 +747,7 @@ static void on_client_event(void *data, int fd, short revents) {
  * SB-I-18); then the listener rests a moment, for descriptors to free up.
  * One warning per episode; the count comes when accept() works again. */
 #define SB_ACCEPT_BACKOFF_MS 100
-#define SB_ACCEPT_SHED_MAX 64
+#define SB_ACCEPT_SHED_MAX   64
 
 static void accept_failed(sb_daemon *d, int fd, int err) {
     bool no_fds = err == EMFILE || err == ENFILE;
@@ -749,8 +755,10 @@ static void accept_failed(sb_daemon *d, int fd, int err) {
         d->accept_failing = true;
         d->accept_refused = 0;
         if (no_fds)
-            sb_warn(NULL, "accept failed: %s: out of file descriptors, new connections are "
-                    "closed at once until some free up", strerror(err));
+            sb_warn(NULL,
+                    "accept failed: %s: out of file descriptors, new connections are "
+                    "closed at once until some free up",
+                    strerror(err));
         else
             sb_warn(NULL, "accept failed: %s: new connections wait", strerror(err));
     }
@@ -1036,8 +1044,8 @@ static void worker_exited(sb_daemon *d, sb_worker *w, int status) {
         w->given_up = true;
         sb_error(w->peer.name,
                  "not restarting: %d restart(s) within restart_window_sec=%d (max_restarts=%d)",
-                 sb_restart_recent(&w->restarts, d->limits, now_ms()), d->limits->restart_window_sec,
-                 d->limits->max_restarts);
+                 sb_restart_recent(&w->restarts, d->limits, now_ms()),
+                 d->limits->restart_window_sec, d->limits->max_restarts);
         return;
     }
     w->restart_at_ms = now_ms() + delay;
@@ -1290,7 +1298,9 @@ static void on_signal_event(void *data, int fd, short revents) {
             begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGQUIT");
         else /* SB-I-48: SIGHUP, SIGUSR1, SIGUSR2 */
             sb_info(NULL, "%s received: ignored (nothing to reload)",
-                    sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+                    sig == SIGHUP    ? "SIGHUP"
+                    : sig == SIGUSR1 ? "SIGUSR1"
+                                     : "SIGUSR2");
     }
     if (child) /* SB-7.1.1-1 */
         reap_children(d);
@@ -1373,8 +1383,10 @@ static void check_pending_full(sb_daemon *d) {
     if (d->pending_full)
         return;
     d->pending_full = true;
-    sb_warn(NULL, "pending request table full (%d entries, %d of them for clients that have left): "
-            "new requests are discarded until workers answer or exit", t->capacity, d->orphans);
+    sb_warn(NULL,
+            "pending request table full (%d entries, %d of them for clients that have left): "
+            "new requests are discarded until workers answer or exit",
+            t->capacity, d->orphans);
 }
 
 static void check_rare(sb_daemon *d, int64_t now) {
@@ -1431,7 +1443,8 @@ static void check_timers(sb_daemon *d, int64_t now) {
         affinity_check_closing(d, now);
     for (int i = 0; i < d->held_count; i++) { /* SB-I-45 */
         sb_peer *c = d->held[i];
-        if (!c->doomed && now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
+        if (!c->doomed &&
+            now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
             sb_error(c->name,
                      "request held for backpressure_timeout_sec=%d: its id stays in use on every "
                      "worker it could go to: closing",
@@ -1444,7 +1457,8 @@ static void check_timers(sb_daemon *d, int64_t now) {
         for (int i = 0; i < d->worker_count; i++) {
             sb_worker *w = &d->workers[i];
             if (w->peer.full_since_ms && now - w->peer.full_since_ms >= limit)
-                worker_fail(d, w, SB_KEEP_OUTPUT, "stdin queue full for backpressure_timeout_sec=%d",
+                worker_fail(d, w, SB_KEEP_OUTPUT,
+                            "stdin queue full for backpressure_timeout_sec=%d",
                             d->limits->backpressure_timeout_sec);
         }
         for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
@@ -1481,7 +1495,8 @@ static int64_t next_deadline(const sb_daemon *d) {
                 next = d->clients[i].full_since_ms + limit;
     }
     for (int i = 0; i < d->held_count; i++) {
-        int64_t at = d->held[i]->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000;
+        int64_t at =
+            d->held[i]->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000;
         if (at < next)
             next = at;
     }
@@ -1501,9 +1516,8 @@ static int64_t next_deadline(const sb_daemon *d) {
 static void check_phase(sb_daemon *d, int64_t now) {
     if (d->phase == SB_PHASE_LINGER) {
         const sb_peer *c = &d->clients[0];
-        bool client_done = c->kind != SB_PEER_CLIENT ||
-                           (!client_has_pending(d, c) &&
-                            sb_outq_len(&c->out) == 0);
+        bool client_done =
+            c->kind != SB_PEER_CLIENT || (!client_has_pending(d, c) && sb_outq_len(&c->out) == 0);
         if (client_done)
             begin_shutdown(d, "stdin EOF, nothing in flight");
         else if (now >= d->linger_deadline_ms)
@@ -1538,8 +1552,7 @@ static int daemon_init(sb_daemon *d, const sb_config *cfg, const sb_options *opt
     d->held = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->held);
     d->ending = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->ending);
     if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
-        !d->held || !d->ending ||
-        sb_loop_init(&d->loop) < 0 ||
+        !d->held || !d->ending || sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
         sb_router_set_affinity(&d->router, cfg->affinity) < 0) {
         sb_error(NULL, "out of memory at start-up");
@@ -1675,7 +1688,9 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     }
     sb_info(NULL, "stdio_bus %s ready: %d pool(s), %d worker(s), %s mode", SB_VERSION,
             cfg->pool_count, cfg->worker_count,
-            opt->mode == SB_MODE_STDIO ? "stdio" : opt->mode == SB_MODE_UNIX ? "unix" : "tcp");
+            opt->mode == SB_MODE_STDIO  ? "stdio"
+            : opt->mode == SB_MODE_UNIX ? "unix"
+                                        : "tcp");
 
     while (d.phase != SB_PHASE_DONE) {
         int64_t now = now_ms();

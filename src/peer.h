@@ -15,9 +15,9 @@ typedef enum { SB_PEER_FREE = 0, SB_PEER_CLIENT, SB_PEER_WORKER } sb_peer_kind;
 
 typedef struct sb_peer {
     sb_peer_kind kind;
-    int index;          /* router id: client slot or worker id */
-    int in_fd;          /* client socket / stdin; worker stdout; -1 when closed */
-    int out_fd;         /* client socket / stdout; worker stdin; -1 when closed */
+    int index;  /* router id: client slot or worker id */
+    int in_fd;  /* client socket / stdin; worker stdout; -1 when closed */
+    int out_fd; /* client socket / stdout; worker stdin; -1 when closed */
     sb_frame in;
     sb_outq out;
     struct sb_peer *blocked_on; /* SB-7.3.1-1: paused until this output drains */
@@ -26,12 +26,12 @@ typedef struct sb_peer {
     int64_t ending_by_ms;       /* SB-I-41: input ended, answers owed until then; 0 = not */
     int64_t closing_since_ms;   /* SB-X-14: not read, closed once out is written; 0 = not */
     bool in_eof;
-    bool doomed;                /* close after the current dispatch */
-    bool queued;                /* on the ready list: has buffered lines to process */
-    bool active;                /* read since the last idle sweep */
-    bool dirty;                 /* on the flush list: out has bytes not yet tried */
-    bool in_parked;             /* in_fd taken off the loop: hung up while paused */
-    char name[64];              /* log context */
+    bool doomed;    /* close after the current dispatch */
+    bool queued;    /* on the ready list: has buffered lines to process */
+    bool active;    /* read since the last idle sweep */
+    bool dirty;     /* on the flush list: out has bytes not yet tried */
+    bool in_parked; /* in_fd taken off the loop: hung up while paused */
+    char name[64];  /* log context */
 } sb_peer;
 
 #endif

@@ -17,9 +17,9 @@ typedef enum {
     SB_ROUTE_IGNORE = 0, /* blank line (SB-I-6) */
     SB_ROUTE_TO_WORKER,
     SB_ROUTE_TO_CLIENT,
-    SB_ROUTE_DROP,       /* discard and log a warning; the source stays */
-    SB_ROUTE_REJECT,     /* malformed: close the client (4.3) / fail the worker (5.3) */
-    SB_ROUTE_HOLD        /* SB-I-45: not now; nothing was recorded, offer it again after
+    SB_ROUTE_DROP,   /* discard and log a warning; the source stays */
+    SB_ROUTE_REJECT, /* malformed: close the client (4.3) / fail the worker (5.3) */
+    SB_ROUTE_HOLD    /* SB-I-45: not now; nothing was recorded, offer it again after
                           * a pending request ends (the client reads nothing meanwhile) */
 } sb_route_action;
 
@@ -53,12 +53,12 @@ typedef enum {
 typedef struct {
     sb_route_action action;
     sb_route_why why;
-    int target;        /* worker or client id for TO_WORKER / TO_CLIENT */
-    int other;         /* FOREIGN_SESSION: the owning client */
-    bool is_request;   /* a client line with an id and no result/error */
-    bool new_session;  /* SB-6.1.1: the line created its session */
-    bool new_binding;  /* SB-X-11: the line bound its connection to the worker */
-    sb_fields fields;  /* raw tokens point into the line */
+    int target;       /* worker or client id for TO_WORKER / TO_CLIENT */
+    int other;        /* FOREIGN_SESSION: the owning client */
+    bool is_request;  /* a client line with an id and no result/error */
+    bool new_session; /* SB-6.1.1: the line created its session */
+    bool new_binding; /* SB-X-11: the line bound its connection to the worker */
+    sb_fields fields; /* raw tokens point into the line */
 } sb_route;
 
 typedef struct {
@@ -68,7 +68,7 @@ typedef struct {
     bool *running;       /* per worker: may receive messages */
     int worker_count;
     int client_slots;
-    int rr_next;         /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
+    int rr_next;                    /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
     sb_affinity_mode affinity_mode; /* SB_AFFINITY_NONE unless sb_router_set_affinity */
     sb_affinity affinity;           /* allocated only when affinity_mode is set */
 } sb_router;

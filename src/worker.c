@@ -100,8 +100,10 @@ static int64_t now_ms(void) {
 static void report_dropped(sb_worker *w) {
     if (!w->relay_dropped)
         return;
-    sb_warn(w->peer.name, "%zu byte(s) of worker stderr dropped (%ld line(s)): over %d bytes of log "
-            "per second", w->relay_dropped, w->relay_dropped_lines, SB_WORKER_STDERR_BUDGET);
+    sb_warn(w->peer.name,
+            "%zu byte(s) of worker stderr dropped (%ld line(s)): over %d bytes of log "
+            "per second",
+            w->relay_dropped, w->relay_dropped_lines, SB_WORKER_STDERR_BUDGET);
     w->relay_dropped = 0;
     w->relay_dropped_lines = 0;
 }

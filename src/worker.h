@@ -22,19 +22,19 @@ typedef enum {
  * worker writing empty lines as fast as it can would otherwise make the
  * daemon write ~90 bytes of log per byte. Counted per relayed line as its
  * text plus SB_WORKER_RELAY_LINE_COST for the prefix. */
-#define SB_WORKER_STDERR_BUDGET (256 * 1024)
+#define SB_WORKER_STDERR_BUDGET   (256 * 1024)
 #define SB_WORKER_RELAY_LINE_COST 96
 
 typedef struct {
-    sb_peer peer;        /* in_fd = its stdout, out_fd = its stdin */
+    sb_peer peer; /* in_fd = its stdout, out_fd = its stdin */
     int id;
     const sb_pool_config *pool;
     sb_worker_state state;
-    pid_t pid;           /* > 0 while a process exists (until reaped) */
-    bool reaped;         /* waitpid() collected it: the pid may be reused, never signal it */
+    pid_t pid;   /* > 0 while a process exists (until reaped) */
+    bool reaped; /* waitpid() collected it: the pid may be reused, never signal it */
     int stderr_fd;
     size_t stderr_len;
-    char *stderr_buf;    /* SB_WORKER_STDERR_LINE bytes (SB-I-7) */
+    char *stderr_buf;       /* SB_WORKER_STDERR_LINE bytes (SB-I-7) */
     int64_t relay_since_ms; /* start of the current second of relayed stderr */
     size_t relay_used;      /* log bytes it cost in that second */
     size_t relay_dropped;   /* stderr bytes dropped since last reported */
