@@ -13,6 +13,7 @@ packages=(
   python3 python3-pytest python3-pytest-xdist python3-pytest-timeout python3-hypothesis
   python3-yaml git
   valgrind clang afl++
+  clang-format-14  # ci/format-check.sh: the .clang-format of the C tree
   strace  # tests/e2e/test_hostile.py: which pids the daemon signals (skipped without it)
 )
 # Node.js and npm for the interop tests (tests/interop): Debian's, unless a
