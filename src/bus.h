@@ -1,0 +1,101 @@
+/* The daemon's shared state: what the relay path (relay.c), the client
+ * connections (clients.c), worker supervision (supervise.c) and the
+ * daemon's phases and loop (daemon.c) all read. One daemon per process. */
+#ifndef SB_BUS_H
+#define SB_BUS_H
+
+#include "cli.h"
+#include "config.h"
+#include "loop.h"
+#include "net.h"
+#include "peer.h"
+#include "router.h"
+#include "worker.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef enum {
+    SB_PHASE_SERVING = 0,
+    SB_PHASE_LINGER,   /* stdio: stdin ended, waiting for in-flight responses (SB-I-5) */
+    SB_PHASE_DRAINING, /* 10.2: workers told to stop, waiting for them */
+    SB_PHASE_DONE
+} sb_phase;
+
+typedef struct sb_bus {
+    const sb_config *cfg;
+    const sb_limits *limits;
+    sb_mode mode;
+    sb_loop loop;
+    sb_router router;
+
+    sb_worker *workers;
+    int worker_count;
+    int live_workers; /* processes not yet reaped */
+
+    sb_peer *clients; /* STDIO_BUS_MAX_CONNECTIONS slots */
+    int *free_clients;
+    int free_count;
+    int client_count;
+
+    sb_peer **ready; /* peers with buffered lines to process */
+    int ready_count;
+    sb_peer **doomed;
+    int doomed_count;
+    sb_peer **dirty; /* peers with queued bytes to write at the end of the round */
+    int dirty_count;
+    sb_peer **held; /* clients whose next line waits for its id to be free (SB-I-45) */
+    int held_count;
+    sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
+    int ending_count;
+    int closing_count; /* clients closed once their output is written (SB-X-14) */
+    int full_outputs;  /* peers whose output is over its cap */
+    int orphans;       /* pending requests of clients that have left (SB-I-23, SB-I-47) */
+    bool pending_full; /* the pending table is full, and it was said */
+
+    int listen_fd;
+    int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
+    int64_t accept_resume_ms; /* listener resting after accept() failed; 0 = not */
+    int64_t rare_at_ms;       /* earliest of accept_resume_ms and ending_by_ms; 0 = none */
+    bool accept_failing;      /* an episode of failed accept()s is going on */
+    long accept_refused;      /* connections closed unserved in that episode */
+    const char *unix_path;
+    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
+    int signal_fd;
+    int stderr_watch;          /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
+    unsigned stderr_failed_at; /* sb_log_clears when stderr_watch became -1 */
+    int stdin_flags, stdout_flags;
+
+    sb_phase phase;
+    int64_t linger_deadline_ms;
+    int64_t drain_deadline_ms;
+    int64_t next_sweep_ms; /* 0 = no idle sweep scheduled */
+} sb_bus;
+
+/* Handlers registered per peer reach the daemon here instead of through a
+ * back-pointer in every peer (set by sb_daemon_run). */
+extern sb_bus *sb_bus_self;
+
+/* How a failed worker's own output is treated from the failure on. */
+typedef enum {
+    SB_KEEP_OUTPUT = 0, /* its stdin broke: what it writes is still good */
+    SB_MUTE_OUTPUT      /* its output broke (5.3): nothing more is routed */
+} sb_fail_output;
+
+#define SB_IDLE_SWEEP_MS 1000
+
+static inline int64_t sb_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Deadlines that are rarely set (accept_resume_ms, ending_by_ms) share one
+ * check per loop turn. A stale, earlier value only costs a wake-up. */
+static inline void sb_bus_rare_at(sb_bus *d, int64_t t) {
+    if (!d->rare_at_ms || t < d->rare_at_ms)
+        d->rare_at_ms = t;
+}
+
+#endif

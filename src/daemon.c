@@ -1,0 +1,459 @@
+/* The daemon's phases (serving, lingering after stdin EOF, draining at
+ * shutdown, done) and its loop: signals, timers, the end of each dispatch
+ * round, start-up and tear-down. */
+#include "daemon.h"
+#include "bus.h"
+#include "bus_limits.h"
+#include "clients.h"
+#include "fdlimit.h"
+#include "log.h"
+#include "relay.h"
+#include "signals.h"
+#include "status.h"
+#include "supervise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+sb_bus *sb_bus_self;
+
+/* ---- shutdown (spec 10) --------------------------------------------- */
+
+static void remove_socket_file(sb_bus *d) {
+    if (!sb_net_unlink_unix(d->unix_path, &d->unix_id)) /* SB-I-22 */
+        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", d->unix_path);
+    d->unix_path = NULL;
+}
+
+static void begin_shutdown(sb_bus *d, const char *why) {
+    if (d->phase >= SB_PHASE_DRAINING)
+        return; /* SB-I-21: a second trigger changes nothing */
+    sb_info(NULL, "shutting down (%s)", why);
+    d->phase = SB_PHASE_DRAINING;
+    d->drain_deadline_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    if (d->listen_fd >= 0) { /* SB-10.2-1 */
+        sb_loop_del(&d->loop, d->listen_fd);
+        close(d->listen_fd);
+        d->listen_fd = -1;
+        d->accept_resume_ms = 0;
+        if (d->accept_failing)
+            sb_info(NULL, "%ld connection(s) closed unserved since accept() last failed",
+                    d->accept_refused);
+        if (d->unix_path)
+            remove_socket_file(d);
+    }
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
+        if (d->clients[i].kind == SB_PEER_CLIENT)
+            sb_relay_update_interest(d, &d->clients[i]);
+    sb_supervise_stop_all(d); /* SB-10.2-2 */
+}
+
+static bool clients_flushed(const sb_bus *d) {
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
+        if (d->clients[i].kind == SB_PEER_CLIENT && sb_outq_len(&d->clients[i].out) &&
+            !d->clients[i].doomed)
+            return false;
+    return true;
+}
+
+/* ---- the loop ------------------------------------------------------- */
+
+static void on_signal_event(void *data, int fd, short revents) {
+    sb_bus *d = data;
+    (void)fd;
+    (void)revents;
+    int sig;
+    bool child = false;
+    while ((sig = sb_signals_next()) > 0) {
+        if (sig == SIGCHLD)
+            child = true;
+        else if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) /* SB-3.1-6, SB-I-48 */
+            begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGQUIT");
+        else /* SB-I-48: SIGHUP, SIGUSR1, SIGUSR2 */
+            sb_info(NULL, "%s received: ignored (nothing to reload)",
+                    sig == SIGHUP    ? "SIGHUP"
+                    : sig == SIGUSR1 ? "SIGUSR1"
+                                     : "SIGUSR2");
+    }
+    if (child) /* SB-7.1.1-1 */
+        sb_supervise_reap(d);
+}
+
+/* Log lines that stderr could not take were dropped (log.c): the count is
+ * written as soon as stderr takes lines again, even if no new line comes. */
+static void on_stderr_event(void *data, int fd, short revents) {
+    sb_bus *d = data;
+    int rc = revents & (POLLERR | POLLHUP | POLLNVAL) ? STDIO_BUS_ERR : sb_log_flush();
+    if (rc == 0)
+        return; /* still full: wait again */
+    sb_loop_del(&d->loop, fd);
+    d->stderr_watch = rc < 0 ? -1 : 0;
+    d->stderr_failed_at = sb_log_clears;
+}
+
+static void tend_stderr(sb_bus *d) {
+    if (d->stderr_watch < 0 && d->stderr_failed_at != sb_log_clears)
+        d->stderr_watch = 0; /* stderr took lines since it failed: watch it again */
+    if (d->stderr_watch == 0 &&
+        sb_loop_add(&d->loop, STDERR_FILENO, POLLOUT, on_stderr_event, d) == 0)
+        d->stderr_watch = 1;
+}
+
+static void finish_round(sb_bus *d) {
+    /* Peers resumed after backpressure may hold complete lines that no new
+     * read will announce. */
+    for (int i = 0; i < d->ready_count; i++) {
+        sb_peer *p = d->ready[i];
+        p->queued = false;
+        if (p->kind != SB_PEER_FREE && !p->doomed && sb_relay_process(d, p) == STDIO_BUS_EFULL)
+            sb_relay_overflow(d, p);
+    }
+    d->ready_count = 0;
+    sb_relay_flush(d);
+    for (int i = 0; i < d->doomed_count; i++) {
+        sb_peer *p = d->doomed[i];
+        if (p->kind == SB_PEER_CLIENT)
+            sb_clients_close(d, p);
+    }
+    d->doomed_count = 0;
+}
+
+/* Buffers of a client that has not sent anything for a sweep period go
+ * back to the allocator, so an idle connection costs a few hundred bytes
+ * (issue 7) while a busy one allocates nothing per message. The sweep
+ * timer runs only while some client still holds buffers. */
+static void check_pending_full(sb_bus *d);
+
+static void sweep_idle(sb_bus *d, int64_t now) {
+    if (!d->next_sweep_ms || now < d->next_sweep_ms)
+        return;
+    check_pending_full(d); /* SB-I-47: while clients are active, once a sweep period */
+    bool again = false;
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        sb_peer *c = &d->clients[i];
+        if (c->kind != SB_PEER_CLIENT)
+            continue;
+        if (!c->active && sb_frame_pending(&c->in) == 0)
+            sb_frame_shrink(&c->in);
+        if (!c->active && sb_outq_len(&c->out) == 0)
+            sb_outq_clear(&c->out);
+        if (c->active || c->in.data || c->out.data)
+            again = true;
+        c->active = false;
+    }
+    d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
+}
+
+/* SB-I-47: requests of departed clients may fill the pending table until
+ * their worker answers or exits. Say once per episode how much of it they
+ * hold, so that the worker to restart can be found. */
+static void check_pending_full(sb_bus *d) {
+    const sb_pending *t = &d->router.requests;
+    if (t->count < t->capacity) {
+        d->pending_full = false;
+        return;
+    }
+    if (d->pending_full)
+        return;
+    d->pending_full = true;
+    sb_warn(NULL,
+            "pending request table full (%d entries, %d of them for clients that have left): "
+            "new requests are discarded until workers answer or exit",
+            t->capacity, d->orphans);
+}
+
+static void check_rare(sb_bus *d, int64_t now) {
+    d->rare_at_ms = 0;
+    if (d->accept_resume_ms && now >= d->accept_resume_ms) {
+        d->accept_resume_ms = 0;
+        if (d->listen_fd >= 0)
+            sb_loop_set(&d->loop, d->listen_fd, POLLIN);
+    }
+    if (d->accept_resume_ms)
+        sb_bus_rare_at(d, d->accept_resume_ms);
+    for (int i = 0; i < d->ending_count; i++)
+        if (!d->ending[i]->doomed)
+            sb_bus_rare_at(d, d->ending[i]->ending_by_ms);
+}
+
+static void check_timers(sb_bus *d, int64_t now) {
+    sweep_idle(d, now);
+    if (d->ending_count) /* answers routed last turn may have settled them */
+        sb_clients_close_ended(d, now);
+    if (d->rare_at_ms && now >= d->rare_at_ms)
+        check_rare(d, now);
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        if (w->restart_at_ms && now >= w->restart_at_ms && d->phase < SB_PHASE_DRAINING) {
+            if (sb_supervise_spawn(d, w) < 0 && w->pid <= 0) {
+                /* exec failed: count it as an exit of this slot */
+                long delay = sb_restart_decide(&w->restarts, d->limits, now);
+                if (delay < 0) {
+                    w->given_up = true;
+                    w->restart_at_ms = 0;
+                    sb_error(w->peer.name, "not restarting: max_restarts reached");
+                } else {
+                    w->restart_at_ms = now + delay;
+                }
+            }
+        }
+        if (w->lost_ms && now >= w->lost_ms) {
+            w->lost_ms = 0;
+            if (w->pid > 0 && w->state == SB_WORKER_RUNNING) { /* SB-I-39, SB-I-46 */
+                if (w->lost_stdout)
+                    sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
+                else
+                    sb_supervise_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
+            }
+        }
+        if (w->kill_at_ms && now >= w->kill_at_ms && w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
+            sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
+            sb_worker_signal(w, SIGKILL);
+            w->kill_at_ms = 0;
+        }
+    }
+    if (d->closing_count)
+        sb_clients_check_closing(d, now);
+    for (int i = 0; i < d->held_count; i++) { /* SB-I-45 */
+        sb_peer *c = d->held[i];
+        if (!c->doomed &&
+            now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
+            sb_error(c->name,
+                     "request held for backpressure_timeout_sec=%d: its id stays in use on every "
+                     "worker it could go to: closing",
+                     d->limits->backpressure_timeout_sec);
+            sb_relay_doom(d, c);
+        }
+    }
+    if (d->full_outputs > 0) { /* SB-7.3.1-4 */
+        int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
+        for (int i = 0; i < d->worker_count; i++) {
+            sb_worker *w = &d->workers[i];
+            if (w->peer.full_since_ms && now - w->peer.full_since_ms >= limit)
+                sb_supervise_fail(d, w, SB_KEEP_OUTPUT,
+                                  "stdin queue full for backpressure_timeout_sec=%d",
+                                  d->limits->backpressure_timeout_sec);
+        }
+        for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+            sb_peer *c = &d->clients[i];
+            if (c->kind == SB_PEER_CLIENT && c->full_since_ms && !c->doomed &&
+                now - c->full_since_ms >= limit) {
+                sb_error(c->name, "output queue full for backpressure_timeout_sec=%d: closing",
+                         d->limits->backpressure_timeout_sec);
+                sb_relay_doom(d, c);
+            }
+        }
+    }
+}
+
+static int64_t next_deadline(const sb_bus *d) {
+    int64_t next = INT64_MAX;
+    for (int i = 0; i < d->worker_count; i++) {
+        const sb_worker *w = &d->workers[i];
+        if (w->restart_at_ms && w->restart_at_ms < next)
+            next = w->restart_at_ms;
+        if (w->kill_at_ms && w->kill_at_ms < next)
+            next = w->kill_at_ms;
+        if (w->lost_ms && w->lost_ms < next)
+            next = w->lost_ms;
+    }
+    if (d->full_outputs > 0) {
+        int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
+        for (int i = 0; i < d->worker_count; i++)
+            if (d->workers[i].peer.full_since_ms && d->workers[i].peer.full_since_ms + limit < next)
+                next = d->workers[i].peer.full_since_ms + limit;
+        for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
+            if (d->clients[i].kind == SB_PEER_CLIENT && d->clients[i].full_since_ms &&
+                d->clients[i].full_since_ms + limit < next)
+                next = d->clients[i].full_since_ms + limit;
+    }
+    for (int i = 0; i < d->held_count; i++) {
+        int64_t at =
+            d->held[i]->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000;
+        if (at < next)
+            next = at;
+    }
+    if (d->closing_count)
+        next = sb_clients_closing_deadline(d, next);
+    if (d->phase == SB_PHASE_LINGER && d->linger_deadline_ms < next)
+        next = d->linger_deadline_ms;
+    if (d->phase == SB_PHASE_DRAINING && d->drain_deadline_ms < next)
+        next = d->drain_deadline_ms;
+    if (d->next_sweep_ms && d->next_sweep_ms < next)
+        next = d->next_sweep_ms;
+    if (d->rare_at_ms && d->rare_at_ms < next)
+        next = d->rare_at_ms;
+    return next;
+}
+
+static void check_phase(sb_bus *d, int64_t now) {
+    if (d->phase == SB_PHASE_LINGER) {
+        const sb_peer *c = &d->clients[0];
+        bool client_done = c->kind != SB_PEER_CLIENT ||
+                           (!sb_clients_has_pending(d, c) && sb_outq_len(&c->out) == 0);
+        if (client_done)
+            begin_shutdown(d, "stdin EOF, nothing in flight");
+        else if (now >= d->linger_deadline_ms)
+            begin_shutdown(d, "stdin EOF, drain_timeout_sec reached with requests in flight");
+    }
+    if (d->phase == SB_PHASE_DRAINING) {
+        if (d->live_workers == 0 && clients_flushed(d))
+            d->phase = SB_PHASE_DONE;
+        else if (now >= d->drain_deadline_ms) {
+            sb_supervise_kill_remaining(d);
+            d->phase = SB_PHASE_DONE;
+        }
+    }
+}
+
+static int daemon_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
+    memset(d, 0, sizeof *d);
+    d->cfg = cfg;
+    d->limits = &cfg->limits;
+    d->mode = opt->mode;
+    d->listen_fd = -1;
+    d->spare_fd = -1;
+    d->signal_fd = -1;
+    d->worker_count = cfg->worker_count;
+    int peers = STDIO_BUS_MAX_CONNECTIONS + cfg->worker_count;
+    d->workers = calloc((size_t)cfg->worker_count, sizeof *d->workers);
+    d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
+    d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
+    d->ready = malloc((size_t)peers * sizeof *d->ready);
+    d->doomed = malloc((size_t)peers * sizeof *d->doomed);
+    d->dirty = malloc((size_t)peers * sizeof *d->dirty);
+    d->held = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->held);
+    d->ending = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->ending);
+    if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
+        !d->held || !d->ending || sb_loop_init(&d->loop) < 0 ||
+        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
+        sb_router_set_affinity(&d->router, cfg->affinity) < 0) {
+        sb_error(NULL, "out of memory at start-up");
+        return STDIO_BUS_ERR;
+    }
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        d->clients[i].in_fd = d->clients[i].out_fd = -1;
+        d->free_clients[i] = STDIO_BUS_MAX_CONNECTIONS - 1 - i; /* hand out slot 0 first */
+    }
+    d->free_count = STDIO_BUS_MAX_CONNECTIONS;
+    int id = 0;
+    for (int p = 0; p < cfg->pool_count; p++) /* SB-I-13: ids in config order */
+        for (int k = 0; k < cfg->pools[p].instances; k++, id++)
+            if (sb_worker_init(&d->workers[id], id, &cfg->pools[p], d->limits) < 0) {
+                sb_error(NULL, "out of memory at start-up");
+                return STDIO_BUS_ERR;
+            }
+    return STDIO_BUS_OK;
+}
+
+static void daemon_fini(sb_bus *d) {
+    /* SB-10.2-5 */
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS && d->clients; i++)
+        if (d->clients[i].kind == SB_PEER_CLIENT) {
+            sb_peer *c = &d->clients[i];
+            if (c->in_fd > STDERR_FILENO)
+                close(c->in_fd);
+            if (c->out_fd > STDERR_FILENO && c->out_fd != c->in_fd)
+                close(c->out_fd);
+            sb_frame_fini(&c->in);
+            sb_outq_fini(&c->out);
+        }
+    for (int i = 0; i < d->worker_count && d->workers; i++) {
+        sb_supervise_close_fds(d, &d->workers[i]);
+        sb_worker_fini(&d->workers[i]);
+    }
+    if (d->listen_fd >= 0) {
+        close(d->listen_fd);
+        if (d->unix_path)
+            remove_socket_file(d);
+    }
+    if (d->spare_fd >= 0)
+        close(d->spare_fd);
+    if (d->signal_fd >= 0)
+        sb_signals_close();
+    if (d->mode == SB_MODE_STDIO) { /* give the terminal back as we found it */
+        fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags);
+        fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags);
+    }
+    sb_router_fini(&d->router);
+    sb_loop_fini(&d->loop);
+    free(d->workers);
+    free(d->clients);
+    free(d->free_clients);
+    free(d->ready);
+    free(d->doomed);
+    free(d->dirty);
+    free(d->held);
+    free(d->ending);
+}
+
+int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
+    sb_bus d;
+    sb_bus_self = &d;
+    sb_fdlimit_raise(cfg->worker_count);
+    int rc = daemon_init(&d, cfg, opt);
+    if (rc == 0) {
+        d.signal_fd = sb_signals_open();
+        if (d.signal_fd < 0 || sb_loop_add(&d.loop, d.signal_fd, POLLIN, on_signal_event, &d) < 0) {
+            sb_error(NULL, "cannot set up signal handling: %s", strerror(errno));
+            rc = STDIO_BUS_ERR;
+        }
+    }
+    /* Workers first, so a client's first line finds them running. */
+    for (int i = 0; rc == 0 && i < d.worker_count; i++) /* SB-3.1-2; SB-X-15: not per connection */
+        if (!d.workers[i].pool->per_connection && sb_supervise_spawn(&d, &d.workers[i]) < 0)
+            d.workers[i].restart_at_ms = sb_now_ms() + d.limits->restart_backoff_ms;
+    if (rc == 0)
+        rc = sb_clients_start(&d, opt);
+    if (rc < 0) {
+        begin_shutdown(&d, "start-up failed");
+        while (d.phase != SB_PHASE_DONE) {
+            int64_t now = sb_now_ms();
+            check_phase(&d, now);
+            if (d.phase == SB_PHASE_DONE)
+                break;
+            sb_loop_run_once(&d.loop, (int)(d.drain_deadline_ms - now));
+        }
+        daemon_fini(&d);
+        return 1;
+    }
+    sb_info(NULL, "stdio_bus %s ready: %d pool(s), %d worker(s), %s mode", SB_VERSION,
+            cfg->pool_count, cfg->worker_count,
+            opt->mode == SB_MODE_STDIO  ? "stdio"
+            : opt->mode == SB_MODE_UNIX ? "unix"
+                                        : "tcp");
+
+    while (d.phase != SB_PHASE_DONE) {
+        int64_t now = sb_now_ms();
+        check_timers(&d, now);
+        finish_round(&d);
+        check_phase(&d, now);
+        if (d.phase == SB_PHASE_DONE)
+            break;
+        if (sb_log_backlog())
+            tend_stderr(&d);
+        int64_t deadline = next_deadline(&d);
+        int timeout = -1; /* nothing scheduled: sleep until an fd or a signal wakes us */
+        if (deadline != INT64_MAX) {
+            /* One clock read a turn: the time this turn took (well under a
+             * millisecond but for huge batches) only makes a timer late by
+             * as much, and saves a clock read per message at low load. */
+            int64_t wait = deadline - now;
+            timeout = wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
+        }
+        if (sb_loop_run_once(&d.loop, timeout) < 0) {
+            sb_error(NULL, "poll failed: %s", strerror(errno));
+            begin_shutdown(&d, "poll failure");
+        }
+        finish_round(&d);
+    }
+    sb_relay_flush(&d); /* what the last exits wrote, as far as clients take it */
+    sb_info(NULL, "shutdown complete");
+    daemon_fini(&d);
+    return 0; /* SB-10.2-6 */
+}
