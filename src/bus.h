@@ -51,7 +51,6 @@ typedef struct sb_bus {
     int ending_count;
     int closing_count; /* clients closed once their output is written (SB-X-14) */
     int full_outputs;  /* peers whose output is over its cap */
-    int orphans;       /* pending requests of clients that have left (SB-I-23, SB-I-47) */
     bool pending_full; /* the pending table is full, and it was said */
 
     int listen_fd;

@@ -49,14 +49,9 @@ static void log_client_request_dropped(void *ctx, const sb_request *r) {
 void sb_clients_close(sb_bus *d, sb_peer *c) {
     if (sb_frame_pending(&c->in) && c->in_fd >= 0) /* SB-I-25 */
         sb_warn(c->name, "%zu byte(s) after the last newline discarded", sb_frame_pending(&c->in));
-    /* SB-7.2-1..3 */
-    int sessions = sb_sessions_drop_client(&d->router.sessions, c->index, NULL, NULL);
-    /* Kept as orphans until answered, so a late answer reaches no one,
-     * not a newcomer reusing the id (SB-I-23). */
-    int pending =
-        sb_pending_orphan_sender(&d->router.requests, c->index, log_client_request_dropped, c);
-    d->orphans += pending;
-    sb_pending_drop_receiver(&d->router.upstream, c->index, NULL, NULL);
+    int pending; /* SB-7.2-1..3, SB-I-23 */
+    int sessions =
+        sb_router_drop_client(&d->router, c->index, log_client_request_dropped, c, &pending);
     sb_supervise_detach(d, c);
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
@@ -103,7 +98,7 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
 /* Requests of c in flight: pending on a worker, or its next line held
  * back until its id is free (SB-I-45). */
 bool sb_clients_has_pending(const sb_bus *d, const sb_peer *c) {
-    return d->router.requests.send_head[c->index] >= 0 || c->held_since_ms;
+    return sb_router_client_has_pending(&d->router, c->index) || c->held_since_ms;
 }
 
 static bool client_settled(const sb_bus *d, const sb_peer *c) {

@@ -153,8 +153,7 @@ static void sweep_idle(sb_bus *d, int64_t now) {
  * their worker answers or exits. Say once per episode how much of it they
  * hold, so that the worker to restart can be found. */
 static void check_pending_full(sb_bus *d) {
-    const sb_pending *t = &d->router.requests;
-    if (t->count < t->capacity) {
+    if (!sb_router_requests_full(&d->router)) {
         d->pending_full = false;
         return;
     }
@@ -164,7 +163,7 @@ static void check_pending_full(sb_bus *d) {
     sb_warn(NULL,
             "pending request table full (%d entries, %d of them for clients that have left): "
             "new requests are discarded until workers answer or exit",
-            t->capacity, d->orphans);
+            STDIO_BUS_MAX_PENDING_REQUESTS, d->router.orphans);
 }
 
 static void check_rare(sb_bus *d, int64_t now) {

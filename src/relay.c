@@ -293,8 +293,6 @@ static void route_from_worker(sb_bus *d, sb_worker *w, const char *line, size_t 
         sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "malformed output (%s)", sb_router_why(r.why));
         return;
     case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
-        if (r.why == SB_WHY_CLIENT_GONE)
-            d->orphans--; /* its entry is gone with the answer */
         format_tokens(&r.fields, tokens, sizeof tokens);
         sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
         if (r.why == SB_WHY_CLIENT_GONE && d->held_count)

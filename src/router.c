@@ -33,6 +33,50 @@ void sb_router_set_running(sb_router *r, int worker, bool running) {
     r->running[worker] = running;
 }
 
+int sb_router_drop_client(sb_router *r, int client, void (*on_request)(void *, const sb_request *),
+                          void *ctx, int *requests) {
+    int sessions = sb_sessions_drop_client(&r->sessions, client, NULL, NULL);
+    *requests = sb_pending_orphan_sender(&r->requests, client, on_request, ctx);
+    r->orphans += *requests;
+    sb_pending_drop_receiver(&r->upstream, client, NULL, NULL);
+    return sessions;
+}
+
+int sb_router_drop_sessions(sb_router *r, int worker,
+                            void (*on_session)(void *, const sb_session *), void *ctx) {
+    return sb_sessions_drop_worker(&r->sessions, worker, on_session, ctx);
+}
+
+typedef struct {
+    sb_router *r;
+    void (*on_request)(void *, const sb_request *);
+    void *ctx;
+} drop_visit;
+
+static void drop_visit_request(void *ctx, const sb_request *q) {
+    drop_visit *v = ctx;
+    if (q->sender < 0)
+        v->r->orphans--; /* its client left already */
+    else if (v->on_request)
+        v->on_request(v->ctx, q);
+}
+
+int sb_router_drop_worker(sb_router *r, int worker, void (*on_request)(void *, const sb_request *),
+                          void *ctx) {
+    drop_visit v = {r, on_request, ctx};
+    int n = sb_pending_drop_receiver(&r->requests, worker, drop_visit_request, &v);
+    sb_pending_drop_sender(&r->upstream, worker, NULL, NULL);
+    return n;
+}
+
+bool sb_router_client_has_pending(const sb_router *r, int client) {
+    return r->requests.send_head[client] >= 0;
+}
+
+bool sb_router_requests_full(const sb_router *r) {
+    return r->requests.count >= r->requests.capacity;
+}
+
 int sb_router_set_affinity(sb_router *r, sb_affinity_mode mode) {
     if (mode != SB_AFFINITY_NONE &&
         sb_affinity_init(&r->affinity, r->worker_count, r->client_slots) < 0)
@@ -286,6 +330,8 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
                                               has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0)
                             : STDIO_BUS_ENOTFOUND;
         if (client < 0) { /* SB-6.3.1-4, SB-I-23 */
+            if (client == SB_PENDING_ORPHAN)
+                r->orphans--; /* its entry is gone with the answer */
             drop(&d, client == SB_PENDING_ORPHAN ? SB_WHY_CLIENT_GONE : SB_WHY_UNKNOWN_ID);
             return d;
         }

@@ -69,7 +69,7 @@ static void log_session_invalidated(void *ctx, const sb_session *s) {
 }
 
 static void invalidate_sessions(sb_bus *d, sb_worker *w) {
-    int n = sb_sessions_drop_worker(&d->router.sessions, w->id, log_session_invalidated, w);
+    int n = sb_router_drop_sessions(&d->router, w->id, log_session_invalidated, w);
     if (n)
         sb_warn(w->peer.name, "%d session(s) invalidated", n);
 }
@@ -174,10 +174,6 @@ typedef struct {
 
 static void discard_orphan(void *ctx, const sb_request *r) {
     orphan_ctx *oc = ctx;
-    if (r->sender < 0) {
-        oc->d->orphans--; /* its client left already */
-        return;
-    }
     sb_peer *c = &oc->d->clients[r->sender];
     /* SB-7.1.2-4 */
     sb_warn(oc->w->peer.name, "pending request id=%.*s from %s discarded: worker exited",
@@ -241,8 +237,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     sb_info(w->peer.name, "pipes closed");
     invalidate_sessions(d, w);
     orphan_ctx oc = {d, w};
-    int discarded = sb_pending_drop_receiver(&d->router.requests, w->id, discard_orphan, &oc);
-    sb_pending_drop_sender(&d->router.upstream, w->id, NULL, NULL);
+    int discarded = sb_router_drop_worker(&d->router, w->id, discard_orphan, &oc);
     if (discarded)
         sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
     if (d->held_count)

@@ -664,3 +664,52 @@ Test(router, token_len_counts_strings_without_quotes) {
     cr_assert_eq(sb_router_token_len(&s), 3);
     cr_assert_eq(sb_router_token_len(&n), 5);
 }
+
+/* ---- the router's bookkeeping when a peer leaves ---------------------- */
+
+static int visited;
+static void count_visit(void *ctx, const sb_request *q) {
+    (void)ctx;
+    (void)q;
+    visited++;
+}
+
+Test(router, departed_client_ends_its_sessions_and_orphans_its_requests) {
+    start(2);
+    expect_to_worker(from_client(0, "{\"id\":1,\"sessionId\":\"a\",\"method\":\"x\"}"), 0);
+    expect_to_worker(from_client(0, "{\"id\":2,\"method\":\"x\"}"), 1);
+    int requests = -1;
+    visited = 0;
+    cr_assert_eq(sb_router_drop_client(&r, 0, count_visit, NULL, &requests), 1);
+    cr_assert_eq(requests, 2);
+    cr_assert_eq(visited, 2);
+    cr_assert_eq(r.orphans, 2);
+    cr_assert_not(sb_router_client_has_pending(&r, 0));
+    /* SB-I-23: a late answer reaches no one and leaves the orphan count */
+    sb_route d = from_worker(1, "{\"id\":2,\"result\":{}}");
+    cr_assert_eq(d.action, SB_ROUTE_DROP);
+    cr_assert_eq(d.why, SB_WHY_CLIENT_GONE);
+    cr_assert_eq(r.orphans, 1);
+}
+
+Test(router, exited_worker_drops_its_requests_and_counts_off_orphans) {
+    start(1);
+    expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"x\"}"), 0);
+    expect_to_worker(from_client(1, "{\"id\":2,\"method\":\"x\"}"), 0);
+    int requests;
+    sb_router_drop_client(&r, 1, NULL, NULL, &requests);
+    cr_assert_eq(r.orphans, 1);
+    visited = 0;
+    cr_assert_eq(sb_router_drop_worker(&r, 0, count_visit, NULL), 2);
+    cr_assert_eq(visited, 1, "only the request of the client still here is reported");
+    cr_assert_eq(r.orphans, 0);
+    cr_assert_not(sb_router_client_has_pending(&r, 0));
+}
+
+Test(router, dropping_a_worker_s_sessions_counts_them) {
+    start(1);
+    expect_to_worker(from_client(0, "{\"sessionId\":\"a\",\"method\":\"x\"}"), 0);
+    expect_to_worker(from_client(0, "{\"sessionId\":\"b\",\"method\":\"x\"}"), 0);
+    cr_assert_eq(sb_router_drop_sessions(&r, 0, NULL, NULL), 2);
+    cr_assert_eq(sb_router_drop_sessions(&r, 0, NULL, NULL), 0);
+}
