@@ -16,13 +16,27 @@
 static void on_worker_stderr(void *data, int fd, short revents);
 static bool affinity_worker_exited(sb_bus *d, sb_worker *w);
 
-void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
+/* Closes the worker's stdin: nothing more goes to it. What was queued for
+ * it is dropped, its output no longer counts as full, and the inputs
+ * paused on it resume (SB-7.3.1-3). The one place that does this. */
+static void close_stdin(sb_bus *d, sb_worker *w) {
     sb_peer *p = &w->peer;
     if (p->out_fd >= 0) {
         sb_loop_del(&d->loop, p->out_fd);
         close(p->out_fd);
         p->out_fd = -1;
     }
+    sb_outq_clear(&p->out);
+    if (p->full_since_ms) {
+        p->full_since_ms = 0;
+        d->full_outputs--;
+    }
+    sb_relay_release_waiters(d, p);
+}
+
+void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
+    sb_peer *p = &w->peer;
+    close_stdin(d, w);
     if (p->in_fd >= 0) {
         sb_loop_del(&d->loop, p->in_fd);
         close(p->in_fd);
@@ -34,15 +48,9 @@ void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
         close(w->stderr_fd);
         w->stderr_fd = -1;
     }
-    sb_outq_clear(&p->out);
     sb_frame_fini(&p->in);
     sb_frame_init(&p->in, d->limits->max_input_buffer);
-    if (p->full_since_ms) {
-        p->full_since_ms = 0;
-        d->full_outputs--;
-    }
     p->blocked_on = NULL;
-    sb_relay_release_waiters(d, p);
 }
 
 int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
@@ -103,17 +111,8 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     w->state = SB_WORKER_STOPPING;
     w->kill_at_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
     sb_worker_signal(w, SIGTERM);
-    if (w->peer.out_fd >= 0) { /* its stdin: nothing more goes to it */
-        sb_loop_del(&d->loop, w->peer.out_fd);
-        close(w->peer.out_fd);
-        w->peer.out_fd = -1;
-        sb_outq_clear(&w->peer.out);
-        if (w->peer.full_since_ms) {
-            w->peer.full_since_ms = 0;
-            d->full_outputs--;
-        }
-        sb_relay_release_waiters(d, &w->peer);
-    }
+    if (w->peer.out_fd >= 0)
+        close_stdin(d, w); /* nothing more goes to it */
     sb_relay_update_interest(d, &w->peer);
 }
 
@@ -127,15 +126,7 @@ void sb_supervise_stdin_lost(sb_bus *d, sb_worker *w) {
     sb_peer *p = &w->peer;
     if (p->out_fd < 0)
         return;
-    sb_loop_del(&d->loop, p->out_fd);
-    close(p->out_fd);
-    p->out_fd = -1;
-    sb_outq_clear(&p->out);
-    if (p->full_since_ms) {
-        p->full_since_ms = 0;
-        d->full_outputs--;
-    }
-    sb_relay_release_waiters(d, p);
+    close_stdin(d, w);
     sb_router_set_running(&d->router, w->id, false);
     if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING)
         if (!w->lost_ms) {
@@ -421,11 +412,8 @@ void sb_supervise_stop_all(sb_bus *d) {
         if (w->state == SB_WORKER_RUNNING)
             w->state = SB_WORKER_STOPPING;
         sb_router_set_running(&d->router, w->id, false);
-        if (w->peer.out_fd >= 0) {
-            sb_loop_del(&d->loop, w->peer.out_fd);
-            close(w->peer.out_fd);
-            w->peer.out_fd = -1;
-        }
+        if (w->peer.out_fd >= 0)
+            close_stdin(d, w); /* its queue is dropped too, and no longer counts as full */
         sb_worker_signal(w, SIGTERM);
         sb_info(w->peer.name, "SIGTERM sent");
         sb_relay_update_interest(d, &w->peer);
