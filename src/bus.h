@@ -47,6 +47,8 @@ typedef struct sb_bus {
     int dirty_count;
     sb_peer **held; /* clients whose next line waits for its id to be free (SB-I-45) */
     int held_count;
+    sb_peer **stdin_lost; /* workers whose stdin broke this round (sb_relay_stdin_lost) */
+    int stdin_lost_count;
     sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
     int ending_count;
     int closing_count; /* clients closed once their output is written (SB-X-14) */

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+static void on_client_event(void *data, int fd, short revents);
+
 /* ---- clients -------------------------------------------------------- */
 
 sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
@@ -23,14 +25,15 @@ sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
     c->index = slot;
     c->in_fd = in_fd;
     c->out_fd = out_fd;
+    c->on_event = on_client_event;
     sb_frame_init(&c->in, d->limits->max_input_buffer);
     sb_outq_init(&c->out, d->limits->max_output_queue);
     if (in_fd == out_fd)
         snprintf(c->name, sizeof c->name, "client fd=%d", in_fd);
     else
         snprintf(c->name, sizeof c->name, "client stdio");
-    if (sb_loop_add(&d->loop, in_fd, POLLIN, sb_clients_on_event, c) < 0 ||
-        (out_fd != in_fd && sb_loop_add(&d->loop, out_fd, 0, sb_clients_on_event, c) < 0)) {
+    if (sb_loop_add(&d->loop, in_fd, POLLIN, on_client_event, c) < 0 ||
+        (out_fd != in_fd && sb_loop_add(&d->loop, out_fd, 0, on_client_event, c) < 0)) {
         sb_loop_del(&d->loop, in_fd);
         c->kind = SB_PEER_FREE;
         d->free_clients[d->free_count++] = slot;
@@ -162,7 +165,7 @@ void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
     }
 }
 
-void sb_clients_on_event(void *data, int fd, short revents) {
+static void on_client_event(void *data, int fd, short revents) {
     sb_peer *c = data;
     sb_bus *d = sb_bus_self;
     if (c->doomed)
@@ -195,9 +198,10 @@ void sb_clients_on_event(void *data, int fd, short revents) {
     }
     if (sb_relay_park_if_paused(d, c, fd, revents))
         return;
-    if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR)))
-        sb_relay_read(d, c);
-    else if (fd == c->out_fd && fd != c->in_fd && (revents & (POLLERR | POLLHUP))) {
+    if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR))) {
+        if (sb_relay_read(d, c).event == SB_RELAY_ENDED)
+            sb_clients_input_eof(d, c);
+    } else if (fd == c->out_fd && fd != c->in_fd && (revents & (POLLERR | POLLHUP))) {
         sb_info(c->name, "stdout closed by the reader");
         sb_relay_doom(d, c);
     }

@@ -18,7 +18,4 @@ void sb_clients_input_eof(sb_bus *d, sb_peer *p);
 void sb_clients_check_closing(sb_bus *d, int64_t now);
 int64_t sb_clients_closing_deadline(const sb_bus *d, int64_t next);
 int sb_clients_start(sb_bus *d, const sb_options *opt);
-/* The loop handler of a client's fds (data: the sb_peer). */
-void sb_clients_on_event(void *data, int fd, short revents);
-
 #endif

@@ -110,11 +110,16 @@ static void finish_round(sb_bus *d) {
     for (int i = 0; i < d->ready_count; i++) {
         sb_peer *p = d->ready[i];
         p->queued = false;
-        if (p->kind != SB_PEER_FREE && !p->doomed && sb_relay_process(d, p) == STDIO_BUS_EFULL)
-            sb_relay_overflow(d, p);
+        if (p->kind == SB_PEER_FREE || p->doomed)
+            continue;
+        sb_relay_verdict v = sb_relay_process(d, p);
+        if (v.event != SB_RELAY_OK) /* only a worker's lines call for more */
+            sb_supervise_verdict(d, (sb_worker *)p, v);
     }
     d->ready_count = 0;
     sb_relay_flush(d);
+    if (d->stdin_lost_count)
+        sb_supervise_stdin_lost(d);
     for (int i = 0; i < d->doomed_count; i++) {
         sb_peer *p = d->doomed[i];
         if (p->kind == SB_PEER_CLIENT)
@@ -328,8 +333,10 @@ static int daemon_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     d->dirty = malloc((size_t)peers * sizeof *d->dirty);
     d->held = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->held);
     d->ending = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->ending);
+    d->stdin_lost =
+        malloc((size_t)(cfg->worker_count ? cfg->worker_count : 1) * sizeof *d->stdin_lost);
     if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
-        !d->held || !d->ending || sb_loop_init(&d->loop) < 0 ||
+        !d->held || !d->ending || !d->stdin_lost || sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
         sb_router_set_affinity(&d->router, cfg->affinity) < 0) {
         sb_error(NULL, "out of memory at start-up");
@@ -389,6 +396,7 @@ static void daemon_fini(sb_bus *d) {
     free(d->dirty);
     free(d->held);
     free(d->ending);
+    free(d->stdin_lost);
 }
 
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {

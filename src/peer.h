@@ -32,6 +32,8 @@ typedef struct sb_peer {
     bool dirty;     /* on the flush list: out has bytes not yet tried */
     bool in_parked; /* in_fd taken off the loop: hung up while paused */
     char name[64];  /* log context */
+    /* its owner's loop handler (client connections / worker supervision) */
+    void (*on_event)(void *data, int fd, short revents);
 } sb_peer;
 
 #endif

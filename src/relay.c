@@ -1,9 +1,7 @@
 #include "relay.h"
 #include "bus_limits.h"
-#include "clients.h"
 #include "log.h"
 #include "status.h"
-#include "supervise.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -27,9 +25,9 @@ void sb_relay_update_interest(sb_bus *d, sb_peer *p) {
     short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
     if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
         p->in_parked = false;
-        if (sb_loop_add(
-                &d->loop, p->in_fd, p->in_fd == p->out_fd ? in_events | out_events : in_events,
-                p->kind == SB_PEER_CLIENT ? sb_clients_on_event : sb_supervise_on_event, p) < 0)
+        if (sb_loop_add(&d->loop, p->in_fd,
+                        p->in_fd == p->out_fd ? in_events | out_events : in_events, p->on_event,
+                        p) < 0)
             p->in_parked = true;
         return;
     }
@@ -140,9 +138,32 @@ void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full) {
     }
 }
 
+void sb_relay_close_stdin(sb_bus *d, sb_peer *p) {
+    if (p->out_fd >= 0) {
+        sb_loop_del(&d->loop, p->out_fd);
+        close(p->out_fd);
+        p->out_fd = -1;
+    }
+    sb_outq_clear(&p->out);
+    if (p->full_since_ms) {
+        p->full_since_ms = 0;
+        d->full_outputs--;
+    }
+    sb_relay_release_waiters(d, p);
+}
+
+void sb_relay_stdin_lost(sb_bus *d, sb_peer *p) {
+    if (p->out_fd < 0)
+        return;
+    sb_relay_close_stdin(d, p);
+    sb_router_set_running(&d->router, p->index, false);
+    d->stdin_lost[d->stdin_lost_count++] = p; /* supervision decides at the end of the round */
+    sb_debug(p->name, "its stdin pipe closed");
+}
+
 static void output_failed(sb_bus *d, sb_peer *p, int rc) {
     if (p->kind == SB_PEER_WORKER) {
-        sb_supervise_stdin_lost(d, (sb_worker *)p);
+        sb_relay_stdin_lost(d, p);
     } else {
         sb_info(p->name, "client went away (%s)",
                 rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
@@ -283,21 +304,21 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
     return true;
 }
 
-static void route_from_worker(sb_bus *d, sb_worker *w, const char *line, size_t len) {
+/* Returns SB_WHY_NONE, or the reason the line is malformed (5.3). */
+static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line, size_t len) {
     sb_route r = sb_router_from_worker(&d->router, w->id, line, len);
     char tokens[200];
     switch (r.action) {
     case SB_ROUTE_IGNORE:
-        return;
-    case SB_ROUTE_REJECT: /* SB-5.3 */
-        sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "malformed output (%s)", sb_router_why(r.why));
-        return;
+        break;
+    case SB_ROUTE_REJECT: /* SB-5.3: the worker's supervision fails it */
+        return r.why;
     case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
         format_tokens(&r.fields, tokens, sizeof tokens);
         sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
         if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
             sb_relay_release_held(d); /* an orphan's id is free again */
-        return;
+        break;
     case SB_ROUTE_TO_CLIENT: {
         sb_peer *c = &d->clients[r.target];
         if (sb_log_enabled(SB_LOG_DEBUG)) {
@@ -307,86 +328,80 @@ static void route_from_worker(sb_bus *d, sb_worker *w, const char *line, size_t 
         sb_relay_send(d, c, line, len, &w->peer); /* SB-4.2.3-3: pass-through */
         if (d->held_count && (r.fields.result.type || r.fields.error.type))
             sb_relay_release_held(d); /* a pending id is free again */
-        return;
+        break;
     }
     case SB_ROUTE_TO_WORKER:
     case SB_ROUTE_HOLD:
-        return;
+        break;
     }
+    return SB_WHY_NONE;
 }
 
-/* Routes every complete buffered line of p until it is paused or closed.
- * Returns STDIO_BUS_EFULL when a line overflows max_input_buffer. */
-int sb_relay_process(sb_bus *d, sb_peer *p) {
+static void client_overflow(sb_bus *d, sb_peer *c) {
+    /* SB-7.3.2-1, SB-7.3.2-2 */
+    sb_error(c->name, "line longer than max_input_buffer (%zu bytes): closing the client",
+             d->limits->max_input_buffer);
+    sb_relay_doom(d, c);
+}
+
+static sb_relay_verdict verdict(sb_relay_event event, sb_route_why why) {
+    sb_relay_verdict v = {event, why};
+    return v;
+}
+
+sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
     const char *line;
     long n;
     if (p->held_since_ms || p->closing_since_ms)
-        return STDIO_BUS_OK; /* SB-I-45: its next line waits; SB-X-14: nothing more is routed */
+        return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-45: its next line waits; SB-X-14 */
     while (!p->blocked_on && !p->doomed) {
         if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
-            return STDIO_BUS_OK; /* a failed worker's further output is not routed */
+            break; /* a failed worker's further output is not routed */
         if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING &&
             d->phase != SB_PHASE_LINGER)
-            return STDIO_BUS_OK;
+            break;
         n = sb_frame_next(&p->in, &line);
         if (n == STDIO_BUS_EAGAIN)
-            return STDIO_BUS_OK;
-        if (n == STDIO_BUS_EFULL)
-            return STDIO_BUS_EFULL;
+            break;
+        if (n == STDIO_BUS_EFULL) {
+            if (p->kind == SB_PEER_WORKER)
+                return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
+            client_overflow(d, p);
+            break;
+        }
         if (p->kind == SB_PEER_CLIENT) {
             if (!route_from_client(d, p, line, (size_t)n)) {
                 sb_frame_unread(&p->in, (size_t)n);
                 hold_client(d, p);
-                return STDIO_BUS_OK;
+                break;
             }
-        } else
-            route_from_worker(d, (sb_worker *)p, line, (size_t)n);
+        } else {
+            sb_route_why why = route_from_worker(d, (sb_worker *)p, line, (size_t)n);
+            if (why != SB_WHY_NONE)
+                return verdict(SB_RELAY_MALFORMED, why);
+        }
     }
-    return STDIO_BUS_OK;
+    return verdict(SB_RELAY_OK, SB_WHY_NONE);
 }
 
-void sb_relay_overflow(sb_bus *d, sb_peer *p) {
-    /* SB-7.3.2-1, SB-7.3.2-2 */
-    if (p->kind == SB_PEER_WORKER) {
-        sb_supervise_fail(d, (sb_worker *)p, SB_MUTE_OUTPUT,
-                          "line longer than max_input_buffer (%zu bytes)",
-                          d->limits->max_input_buffer);
-    } else {
-        sb_error(p->name, "line longer than max_input_buffer (%zu bytes): closing the client",
-                 d->limits->max_input_buffer);
-        sb_relay_doom(d, p);
-    }
-}
-
-/* Its input ended: the worker's stdout (supervision) or the client's
- * input (client connections) decides what follows. */
-static void input_ended(sb_bus *d, sb_peer *p) {
-    if (p->kind == SB_PEER_WORKER)
-        sb_supervise_stdout_eof(d, (sb_worker *)p);
-    else
-        sb_clients_input_eof(d, p);
-}
-
-/* One read from p's input, then route what it completed. Returns
- * STDIO_BUS_OK when bytes were read, STDIO_BUS_EAGAIN when none were
- * waiting, STDIO_BUS_EOF when the input ended or failed (handled). */
-int sb_relay_read(sb_bus *d, sb_peer *p) {
+sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     if (p->blocked_on)
-        return STDIO_BUS_EAGAIN; /* paused: its buffered lines go first */
+        return verdict(SB_RELAY_OK, SB_WHY_NONE); /* paused: its buffered lines go first */
     size_t avail;
     errno = 0;
     char *space = sb_frame_space(&p->in, &avail);
     if (!space) {
         if (errno == ENOMEM) {
             sb_error(p->name, "out of memory for its input buffer");
-            if (p->kind == SB_PEER_CLIENT)
-                sb_relay_doom(d, p);
-            else
-                sb_supervise_fail(d, (sb_worker *)p, SB_MUTE_OUTPUT, "out of memory");
+            if (p->kind == SB_PEER_WORKER)
+                return verdict(SB_RELAY_NOMEM, SB_WHY_NONE);
+            sb_relay_doom(d, p);
         } else {
-            sb_relay_overflow(d, p);
+            if (p->kind == SB_PEER_WORKER)
+                return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
+            client_overflow(d, p);
         }
-        return STDIO_BUS_EOF;
+        return verdict(SB_RELAY_OK, SB_WHY_NONE);
     }
     ssize_t got;
     do
@@ -394,30 +409,22 @@ int sb_relay_read(sb_bus *d, sb_peer *p) {
     while (got < 0 && errno == EINTR);
     if (got < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return STDIO_BUS_EAGAIN;
-        if (p->kind == SB_PEER_CLIENT) {
-            sb_info(p->name, "read failed (%s): client gone", strerror(errno));
-            sb_relay_doom(d, p);
-        } else {
-            input_ended(d, p);
-        }
-        return STDIO_BUS_EOF;
+            return verdict(SB_RELAY_OK, SB_WHY_NONE);
+        if (p->kind == SB_PEER_WORKER)
+            return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
+        sb_info(p->name, "read failed (%s): client gone", strerror(errno));
+        sb_relay_doom(d, p);
+        return verdict(SB_RELAY_OK, SB_WHY_NONE);
     }
-    if (got == 0) {
-        input_ended(d, p);
-        return STDIO_BUS_EOF;
-    }
+    if (got == 0)
+        return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
     sb_frame_commit(&p->in, (size_t)got);
     if (p->kind == SB_PEER_CLIENT) {
         p->active = true;
         if (!d->next_sweep_ms)
             d->next_sweep_ms = sb_now_ms() + SB_IDLE_SWEEP_MS;
     }
-    if (sb_relay_process(d, p) == STDIO_BUS_EFULL) {
-        sb_relay_overflow(d, p);
-        return STDIO_BUS_EOF;
-    }
-    return STDIO_BUS_OK;
+    return sb_relay_process(d, p);
 }
 
 /* A closing client whose output queue is empty is closed now. */

@@ -11,32 +11,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static void on_worker_event(void *data, int fd, short revents);
+
 /* ---- workers -------------------------------------------------------- */
 
 static void on_worker_stderr(void *data, int fd, short revents);
 static bool affinity_worker_exited(sb_bus *d, sb_worker *w);
 
-/* Closes the worker's stdin: nothing more goes to it. What was queued for
- * it is dropped, its output no longer counts as full, and the inputs
- * paused on it resume (SB-7.3.1-3). The one place that does this. */
-static void close_stdin(sb_bus *d, sb_worker *w) {
-    sb_peer *p = &w->peer;
-    if (p->out_fd >= 0) {
-        sb_loop_del(&d->loop, p->out_fd);
-        close(p->out_fd);
-        p->out_fd = -1;
-    }
-    sb_outq_clear(&p->out);
-    if (p->full_since_ms) {
-        p->full_since_ms = 0;
-        d->full_outputs--;
-    }
-    sb_relay_release_waiters(d, p);
-}
-
 void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
     sb_peer *p = &w->peer;
-    close_stdin(d, w);
+    sb_relay_close_stdin(d, &w->peer);
     if (p->in_fd >= 0) {
         sb_loop_del(&d->loop, p->in_fd);
         close(p->in_fd);
@@ -58,8 +42,9 @@ int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
     if (sb_worker_start(w) < 0)
         return STDIO_BUS_ERR;
     d->live_workers++;
-    if (sb_loop_add(&d->loop, w->peer.in_fd, POLLIN, sb_supervise_on_event, w) < 0 ||
-        sb_loop_add(&d->loop, w->peer.out_fd, 0, sb_supervise_on_event, w) < 0 ||
+    w->peer.on_event = on_worker_event;
+    if (sb_loop_add(&d->loop, w->peer.in_fd, POLLIN, on_worker_event, w) < 0 ||
+        sb_loop_add(&d->loop, w->peer.out_fd, 0, on_worker_event, w) < 0 ||
         sb_loop_add(&d->loop, w->stderr_fd, POLLIN, on_worker_stderr, w) < 0) {
         sb_error(w->peer.name, "out of memory registering its pipes");
         sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "cannot be watched");
@@ -112,7 +97,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     w->kill_at_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
     sb_worker_signal(w, SIGTERM);
     if (w->peer.out_fd >= 0)
-        close_stdin(d, w); /* nothing more goes to it */
+        sb_relay_close_stdin(d, &w->peer); /* nothing more goes to it */
     sb_relay_update_interest(d, &w->peer);
 }
 
@@ -122,18 +107,17 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
  * later treat it as a worker that closed its stdin (SB-I-39). */
 #define SB_STDIN_LOST_GRACE_MS 1000
 
-void sb_supervise_stdin_lost(sb_bus *d, sb_worker *w) {
-    sb_peer *p = &w->peer;
-    if (p->out_fd < 0)
-        return;
-    close_stdin(d, w);
-    sb_router_set_running(&d->router, w->id, false);
-    if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING)
-        if (!w->lost_ms) {
+void sb_supervise_stdin_lost(sb_bus *d) {
+    for (int i = 0; i < d->stdin_lost_count; i++) {
+        sb_worker *w = (sb_worker *)d->stdin_lost[i];
+        /* out_fd >= 0: the slot has a new process since (SB-X-15) */
+        if (w->peer.out_fd < 0 && w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
+            !w->lost_ms) {
             w->lost_ms = sb_now_ms() + SB_STDIN_LOST_GRACE_MS;
             w->lost_stdout = false;
         }
-    sb_debug(p->name, "its stdin pipe closed");
+    }
+    d->stdin_lost_count = 0;
 }
 
 /* A worker's stdout at EOF: how long its exit may take to be seen before
@@ -155,6 +139,26 @@ void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w) {
     if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING && !w->lost_ms) {
         w->lost_ms = sb_now_ms() + SB_STDOUT_LOST_GRACE_MS;
         w->lost_stdout = true;
+    }
+}
+
+void sb_supervise_verdict(sb_bus *d, sb_worker *w, sb_relay_verdict v) {
+    switch (v.event) {
+    case SB_RELAY_OK:
+        break;
+    case SB_RELAY_ENDED:
+        sb_supervise_stdout_eof(d, w);
+        break;
+    case SB_RELAY_MALFORMED: /* SB-5.3 */
+        sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "malformed output (%s)", sb_router_why(v.why));
+        break;
+    case SB_RELAY_OVERFLOW: /* SB-7.3.2-1, SB-7.3.2-2 */
+        sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "line longer than max_input_buffer (%zu bytes)",
+                          d->limits->max_input_buffer);
+        break;
+    case SB_RELAY_NOMEM:
+        sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "out of memory");
+        break;
     }
 }
 
@@ -186,7 +190,7 @@ static void drain_at_exit(sb_bus *d, sb_worker *w) {
         char *space = sb_frame_space(&p->in, &avail);
         if (!space) {
             if (errno != ENOMEM)
-                sb_relay_overflow(d, p);
+                sb_supervise_verdict(d, w, (sb_relay_verdict){SB_RELAY_OVERFLOW, SB_WHY_NONE});
             return;
         }
         ssize_t got;
@@ -197,8 +201,9 @@ static void drain_at_exit(sb_bus *d, sb_worker *w) {
             return;
         sb_frame_commit(&p->in, (size_t)got);
         left -= (size_t)got;
-        if (sb_relay_process(d, p) == STDIO_BUS_EFULL) {
-            sb_relay_overflow(d, p);
+        sb_relay_verdict v = sb_relay_process(d, p);
+        if (v.event != SB_RELAY_OK) {
+            sb_supervise_verdict(d, w, v);
             return;
         }
     }
@@ -255,19 +260,19 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     sb_warn(w->peer.name, "restarting in %ld ms", delay);
 }
 
-void sb_supervise_on_event(void *data, int fd, short revents) {
+static void on_worker_event(void *data, int fd, short revents) {
     sb_worker *w = data;
     sb_bus *d = sb_bus_self;
     sb_peer *p = &w->peer;
     if (fd == p->out_fd) {
         if (revents & (POLLERR | POLLHUP)) {
-            sb_supervise_stdin_lost(d, w);
+            sb_relay_stdin_lost(d, &w->peer);
             return;
         }
         if (revents & POLLOUT) {
             int rc = sb_outq_flush(&p->out, p->out_fd);
             if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-                sb_supervise_stdin_lost(d, w);
+                sb_relay_stdin_lost(d, &w->peer);
                 return;
             }
             if (!sb_outq_over(&p->out))
@@ -277,7 +282,7 @@ void sb_supervise_on_event(void *data, int fd, short revents) {
         return;
     }
     if (fd == p->in_fd && !sb_relay_park_if_paused(d, p, fd, revents))
-        sb_relay_read(d, p);
+        sb_supervise_verdict(d, w, sb_relay_read(d, p));
 }
 
 static void on_worker_stderr(void *data, int fd, short revents) {
@@ -351,7 +356,7 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c) {
         return; /* already on its way out */
     sb_info(w->peer.name, "its client left: stopping it");
     w->state = SB_WORKER_STOPPING;
-    sb_supervise_stdin_lost(d, w); /* closes its stdin; no longer RUNNING, so no grace timer */
+    sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
     w->kill_at_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
     sb_worker_signal(w, SIGTERM);
     sb_relay_update_interest(d, &w->peer);
@@ -413,7 +418,8 @@ void sb_supervise_stop_all(sb_bus *d) {
             w->state = SB_WORKER_STOPPING;
         sb_router_set_running(&d->router, w->id, false);
         if (w->peer.out_fd >= 0)
-            close_stdin(d, w); /* its queue is dropped too, and no longer counts as full */
+            sb_relay_close_stdin(
+                d, &w->peer); /* its queue is dropped too, and no longer counts as full */
         sb_worker_signal(w, SIGTERM);
         sb_info(w->peer.name, "SIGTERM sent");
         sb_relay_update_interest(d, &w->peer);

@@ -5,6 +5,7 @@
 #define SB_SUPERVISE_H
 
 #include "bus.h"
+#include "relay.h"
 
 #include <stdbool.h>
 
@@ -12,7 +13,11 @@ void sb_supervise_close_fds(sb_bus *d, sb_worker *w);
 int sb_supervise_spawn(sb_bus *d, sb_worker *w);
 void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void sb_supervise_stdin_lost(sb_bus *d, sb_worker *w);
+/* Workers whose stdin broke this round (d->stdin_lost): if one is still
+ * running a moment later, it closed its stdin (SB-I-39). */
+void sb_supervise_stdin_lost(sb_bus *d);
+/* Acts on what the relay reported for the worker's output. */
+void sb_supervise_verdict(sb_bus *d, sb_worker *w, sb_relay_verdict v);
 void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w);
 void sb_supervise_exited(sb_bus *d, sb_worker *w, int status);
 void sb_supervise_reap(sb_bus *d);
@@ -20,7 +25,4 @@ bool sb_supervise_attach(sb_bus *d, sb_peer *c);
 void sb_supervise_detach(sb_bus *d, sb_peer *c);
 void sb_supervise_kill_remaining(sb_bus *d);
 void sb_supervise_stop_all(sb_bus *d);
-/* The loop handler of a worker's stdin and stdout (data: the sb_worker). */
-void sb_supervise_on_event(void *data, int fd, short revents);
-
 #endif
