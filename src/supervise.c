@@ -18,6 +18,25 @@ static void on_worker_event(void *data, int fd, short revents);
 static void on_worker_stderr(void *data, int fd, short revents);
 static bool affinity_worker_exited(sb_bus *d, sb_worker *w);
 
+/* Appendix B, the one place a worker's state changes:
+ *   STOPPED -> STARTING        spawn (fork/exec in progress)
+ *   STARTING -> RUNNING        exec succeeded
+ *   STARTING -> STOPPED        no process could be started
+ *   RUNNING -> STOPPING        failed (5.3), its client left (SB-X-16), shutdown (10.2)
+ *   RUNNING, STOPPING -> STOPPED   exited and reaped (7.1.2) */
+static void enter(sb_worker *w, sb_worker_state to) {
+    static const unsigned char allowed[] = {
+        [SB_WORKER_STARTING] = 1u << SB_WORKER_RUNNING | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_RUNNING] = 1u << SB_WORKER_STOPPING | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_STOPPING] = 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_STOPPED] = 1u << SB_WORKER_STARTING,
+    };
+    if (!(allowed[w->state] & 1u << to))
+        sb_error(w->peer.name, "state %s -> %s is not a transition of Appendix B",
+                 sb_worker_state_name(w->state), sb_worker_state_name(to));
+    w->state = to;
+}
+
 void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
     sb_peer *p = &w->peer;
     sb_relay_close_stdin(d, &w->peer);
@@ -39,8 +58,12 @@ void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
 
 int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
     w->restart_at_ms = 0;
-    if (sb_worker_start(w) < 0)
+    enter(w, SB_WORKER_STARTING);
+    if (sb_worker_start(w) < 0) {
+        enter(w, SB_WORKER_STOPPED);
         return STDIO_BUS_ERR;
+    }
+    enter(w, SB_WORKER_RUNNING);
     d->live_workers++;
     w->peer.on_event = on_worker_event;
     if (sb_loop_add(&d->loop, w->peer.in_fd, POLLIN, on_worker_event, w) < 0 ||
@@ -93,7 +116,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     invalidate_sessions(d, w);
     if (d->held_count)
         sb_relay_release_held(d); /* SB-I-45: fewer workers to wait for */
-    w->state = SB_WORKER_STOPPING;
+    enter(w, SB_WORKER_STOPPING);
     w->kill_at_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
     sb_worker_signal(w, SIGTERM);
     if (w->peer.out_fd >= 0)
@@ -226,7 +249,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
         sb_log(level, w->peer.name, "exited with status %d", WEXITSTATUS(status));
 
     /* SB-7.1.2-1..4, each step logged. */
-    w->state = SB_WORKER_STOPPED;
+    enter(w, SB_WORKER_STOPPED);
     sb_router_set_running(&d->router, w->id, false);
     sb_info(w->peer.name, "state STOPPED");
     sb_supervise_close_fds(d, w);
@@ -355,7 +378,7 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c) {
     if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
         return; /* already on its way out */
     sb_info(w->peer.name, "its client left: stopping it");
-    w->state = SB_WORKER_STOPPING;
+    enter(w, SB_WORKER_STOPPING);
     sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
     w->kill_at_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
     sb_worker_signal(w, SIGTERM);
@@ -415,7 +438,7 @@ void sb_supervise_stop_all(sb_bus *d) {
         if (w->pid <= 0)
             continue;
         if (w->state == SB_WORKER_RUNNING)
-            w->state = SB_WORKER_STOPPING;
+            enter(w, SB_WORKER_STOPPING);
         sb_router_set_running(&d->router, w->id, false);
         if (w->peer.out_fd >= 0)
             sb_relay_close_stdin(

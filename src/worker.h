@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Appendix B. Only supervise.c changes a worker's state (sb_worker_init
+ * sets the first, STOPPED). */
 typedef enum {
     SB_WORKER_STARTING = 0,
     SB_WORKER_RUNNING,
@@ -57,9 +59,9 @@ const char *sb_worker_state_name(sb_worker_state s);
 int sb_worker_init(sb_worker *w, int id, const sb_pool_config *pool, const sb_limits *limits);
 void sb_worker_fini(sb_worker *w);
 
-/* Forks and execs the pool's command (STARTING -> RUNNING). Returns 0, or
- * STDIO_BUS_ERR when no process could be started (state STOPPED, reason
- * logged). */
+/* Forks and execs the pool's command. Returns 0 once exec succeeded, or
+ * STDIO_BUS_ERR when no process could be started (reason logged). The
+ * state is its supervision's (supervise.c), which sets it around this. */
 int sb_worker_start(sb_worker *w);
 
 /* Sends sig to the process if it exists and was not reaped yet. */
