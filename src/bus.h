@@ -10,6 +10,7 @@
 #include "net.h"
 #include "peer.h"
 #include "router.h"
+#include "timers.h"
 #include "worker.h"
 
 #include <stdbool.h>
@@ -51,14 +52,12 @@ typedef struct sb_bus {
     int stdin_lost_count;
     sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
     int ending_count;
-    int closing_count; /* clients closed once their output is written (SB-X-14) */
     int full_outputs;  /* peers whose output is over its cap */
     bool pending_full; /* the pending table is full, and it was said */
 
     int listen_fd;
     int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
     int64_t accept_resume_ms; /* listener resting after accept() failed; 0 = not */
-    int64_t rare_at_ms;       /* earliest of accept_resume_ms and ending_by_ms; 0 = none */
     bool accept_failing;      /* an episode of failed accept()s is going on */
     long accept_refused;      /* connections closed unserved in that episode */
     const char *unix_path;
@@ -72,6 +71,7 @@ typedef struct sb_bus {
     int64_t linger_deadline_ms;
     int64_t drain_deadline_ms;
     int64_t next_sweep_ms; /* 0 = no idle sweep scheduled */
+    sb_timers timers;      /* every deadline above and of each peer (SB_TIMER_*) */
 } sb_bus;
 
 /* Handlers registered per peer reach the daemon here instead of through a
@@ -92,11 +92,42 @@ static inline int64_t sb_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Deadlines that are rarely set (accept_resume_ms, ending_by_ms) share one
- * check per loop turn. A stale, earlier value only costs a wake-up. */
-static inline void sb_bus_rare_at(sb_bus *d, int64_t t) {
-    if (!d->rare_at_ms || t < d->rare_at_ms)
-        d->rare_at_ms = t;
+/* Timer ids in d->timers: the daemon's own, then SB_TIMERS_PER_PEER for
+ * each worker, then as many for each client slot. A timer is armed where
+ * its deadline is set; its owner checks, when it fires, that it still
+ * applies (a stale one only costs a wake-up). */
+enum {
+    SB_TIMER_LINGER = 0, /* linger_deadline_ms (SB-I-5) */
+    SB_TIMER_DRAIN,      /* drain_deadline_ms (SB-10.2-4) */
+    SB_TIMER_SWEEP,      /* next_sweep_ms */
+    SB_TIMER_ACCEPT,     /* accept_resume_ms */
+    SB_TIMER_PEERS
+};
+/* Per peer: FULL for both kinds, the other three by kind. */
+enum {
+    SB_TIMER_FULL = 0, /* full_since_ms + backpressure_timeout_sec (SB-7.3.1-4) */
+    SB_TIMER_RESTART,  /* worker: restart_at_ms (7.1.3) */
+    SB_TIMER_KILL,     /* worker: kill_at_ms */
+    SB_TIMER_LOST,     /* worker: lost_ms (SB-I-39, SB-I-46) */
+    SB_TIMERS_PER_PEER
+};
+enum {
+    SB_TIMER_HELD = 1, /* client: held_since_ms + backpressure_timeout_sec (SB-I-45) */
+    SB_TIMER_ENDING,   /* client: ending_by_ms (SB-I-41) */
+    SB_TIMER_CLOSING   /* client: closing_since_ms + drain_timeout_sec (SB-X-14) */
+};
+
+static inline int sb_bus_timer(const sb_bus *d, const sb_peer *p, int which) {
+    int slot = p->kind == SB_PEER_WORKER ? p->index : d->worker_count + p->index;
+    return SB_TIMER_PEERS + slot * SB_TIMERS_PER_PEER + which;
+}
+
+static inline void sb_bus_arm(sb_bus *d, const sb_peer *p, int which, int64_t at) {
+    sb_timers_arm(&d->timers, sb_bus_timer(d, p, which), at);
+}
+
+static inline void sb_bus_disarm(sb_bus *d, const sb_peer *p, int which) {
+    sb_timers_disarm(&d->timers, sb_bus_timer(d, p, which));
 }
 
 #endif

@@ -62,6 +62,8 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
         c->full_since_ms = 0;
         d->full_outputs--;
     }
+    for (int which = 0; which < SB_TIMERS_PER_PEER; which++)
+        sb_bus_disarm(d, c, which);
     if (c->ending_by_ms) {
         for (int i = 0; i < d->ending_count; i++)
             if (d->ending[i] == c) {
@@ -73,8 +75,6 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
     sb_relay_release_waiters(d, c);
     if (c->held_since_ms)
         sb_relay_unhold(d, c);
-    if (c->closing_since_ms)
-        d->closing_count--;
     if (c->in_fd >= 0) {
         sb_loop_del(&d->loop, c->in_fd);
         if (c->in_fd > STDERR_FILENO)
@@ -95,6 +95,7 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
         sb_info(NULL, "the stdio client is gone: shutting down");
         d->phase = SB_PHASE_LINGER;
         d->linger_deadline_ms = sb_now_ms(); /* nothing left to deliver to */
+        sb_timers_arm(&d->timers, SB_TIMER_LINGER, d->linger_deadline_ms);
     }
 }
 
@@ -124,7 +125,7 @@ static void client_input_ended(sb_bus *d, sb_peer *c) {
     sb_info(c->name, "end of input from the client: closing once its answers are delivered");
     c->ending_by_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
     d->ending[d->ending_count++] = c;
-    sb_bus_rare_at(d, c->ending_by_ms);
+    sb_bus_arm(d, c, SB_TIMER_ENDING, c->ending_by_ms);
 }
 
 /* Closes the clients of client_input_ended that are owed nothing more. */
@@ -161,6 +162,7 @@ void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
     if (d->phase == SB_PHASE_SERVING) {
         d->phase = SB_PHASE_LINGER;
         d->linger_deadline_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+        sb_timers_arm(&d->timers, SB_TIMER_LINGER, d->linger_deadline_ms);
         sb_info(p->name, "stdin reached EOF: delivering in-flight responses, then shutting down");
     }
 }
@@ -242,7 +244,7 @@ static void accept_failed(sb_bus *d, int fd, int err) {
     }
     sb_loop_set(&d->loop, fd, 0);
     d->accept_resume_ms = sb_now_ms() + SB_ACCEPT_BACKOFF_MS;
-    sb_bus_rare_at(d, d->accept_resume_ms);
+    sb_timers_arm(&d->timers, SB_TIMER_ACCEPT, d->accept_resume_ms);
 }
 
 static void accept_recovered(sb_bus *d) {
@@ -282,28 +284,45 @@ static void on_listen_event(void *data, int fd, short revents) {
     }
 }
 
-void sb_clients_check_closing(sb_bus *d, int64_t now) {
-    int64_t limit = (int64_t)d->limits->drain_timeout_sec * 1000;
-    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-        sb_peer *c = &d->clients[i];
-        if (c->kind == SB_PEER_CLIENT && c->closing_since_ms && !c->doomed &&
-            now - c->closing_since_ms >= limit) {
+void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
+    if (c->kind != SB_PEER_CLIENT || c->doomed)
+        return;
+    switch (which) {
+    case SB_TIMER_FULL: /* SB-7.3.1-4 */
+        if (c->full_since_ms &&
+            now - c->full_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
+            sb_error(c->name, "output queue full for backpressure_timeout_sec=%d: closing",
+                     d->limits->backpressure_timeout_sec);
+            sb_relay_doom(d, c);
+        }
+        break;
+    case SB_TIMER_HELD: /* SB-I-45 */
+        if (c->held_since_ms &&
+            now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
+            sb_error(c->name,
+                     "request held for backpressure_timeout_sec=%d: its id stays in use on every "
+                     "worker it could go to: closing",
+                     d->limits->backpressure_timeout_sec);
+            sb_relay_doom(d, c);
+        }
+        break;
+    case SB_TIMER_ENDING: /* SB-I-41: sb_clients_close_ended, which ran this turn */
+        break;
+    case SB_TIMER_CLOSING: /* SB-X-14 */
+        if (c->closing_since_ms &&
+            now - c->closing_since_ms >= (int64_t)d->limits->drain_timeout_sec * 1000) {
             sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
                     d->limits->drain_timeout_sec);
             sb_relay_doom(d, c);
         }
+        break;
     }
 }
 
-int64_t sb_clients_closing_deadline(const sb_bus *d, int64_t next) {
-    int64_t limit = (int64_t)d->limits->drain_timeout_sec * 1000;
-    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-        const sb_peer *c = &d->clients[i];
-        if (c->kind == SB_PEER_CLIENT && c->closing_since_ms && !c->doomed &&
-            c->closing_since_ms + limit < next)
-            next = c->closing_since_ms + limit;
-    }
-    return next;
+void sb_clients_resume_accept(sb_bus *d) {
+    d->accept_resume_ms = 0;
+    if (d->listen_fd >= 0)
+        sb_loop_set(&d->loop, d->listen_fd, POLLIN);
 }
 
 int sb_clients_start(sb_bus *d, const sb_options *opt) {

@@ -15,7 +15,9 @@ void sb_clients_close(sb_bus *d, sb_peer *c);
 bool sb_clients_has_pending(const sb_bus *d, const sb_peer *c);
 void sb_clients_close_ended(sb_bus *d, int64_t now);
 void sb_clients_input_eof(sb_bus *d, sb_peer *p);
-void sb_clients_check_closing(sb_bus *d, int64_t now);
-int64_t sb_clients_closing_deadline(const sb_bus *d, int64_t next);
+/* A client's timer (SB_TIMER_FULL, _HELD, _ENDING, _CLOSING) fired. */
+void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now);
+/* The listener's rest after failed accept()s is over. */
+void sb_clients_resume_accept(sb_bus *d);
 int sb_clients_start(sb_bus *d, const sb_options *opt);
 #endif

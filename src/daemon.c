@@ -36,11 +36,13 @@ static void begin_shutdown(sb_bus *d, const char *why) {
     sb_info(NULL, "shutting down (%s)", why);
     d->phase = SB_PHASE_DRAINING;
     d->drain_deadline_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    sb_timers_arm(&d->timers, SB_TIMER_DRAIN, d->drain_deadline_ms);
     if (d->listen_fd >= 0) { /* SB-10.2-1 */
         sb_loop_del(&d->loop, d->listen_fd);
         close(d->listen_fd);
         d->listen_fd = -1;
         d->accept_resume_ms = 0;
+        sb_timers_disarm(&d->timers, SB_TIMER_ACCEPT);
         if (d->accept_failing)
             sb_info(NULL, "%ld connection(s) closed unserved since accept() last failed",
                     d->accept_refused);
@@ -135,7 +137,7 @@ static void finish_round(sb_bus *d) {
 static void check_pending_full(sb_bus *d);
 
 static void sweep_idle(sb_bus *d, int64_t now) {
-    if (!d->next_sweep_ms || now < d->next_sweep_ms)
+    if (!d->next_sweep_ms)
         return;
     check_pending_full(d); /* SB-I-47: while clients are active, once a sweep period */
     bool again = false;
@@ -152,6 +154,8 @@ static void sweep_idle(sb_bus *d, int64_t now) {
         c->active = false;
     }
     d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
+    if (again)
+        sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
 }
 
 /* SB-I-47: requests of departed clients may fill the pending table until
@@ -171,128 +175,33 @@ static void check_pending_full(sb_bus *d) {
             STDIO_BUS_MAX_PENDING_REQUESTS, d->router.orphans);
 }
 
-static void check_rare(sb_bus *d, int64_t now) {
-    d->rare_at_ms = 0;
-    if (d->accept_resume_ms && now >= d->accept_resume_ms) {
-        d->accept_resume_ms = 0;
-        if (d->listen_fd >= 0)
-            sb_loop_set(&d->loop, d->listen_fd, POLLIN);
-    }
-    if (d->accept_resume_ms)
-        sb_bus_rare_at(d, d->accept_resume_ms);
-    for (int i = 0; i < d->ending_count; i++)
-        if (!d->ending[i]->doomed)
-            sb_bus_rare_at(d, d->ending[i]->ending_by_ms);
-}
-
+/* Every timer due at `now`, earliest first. Timers re-armed at or before
+ * `now` while firing wait for the next turn (which polls without waiting). */
 static void check_timers(sb_bus *d, int64_t now) {
-    sweep_idle(d, now);
     if (d->ending_count) /* answers routed last turn may have settled them */
         sb_clients_close_ended(d, now);
-    if (d->rare_at_ms && now >= d->rare_at_ms)
-        check_rare(d, now);
-    for (int i = 0; i < d->worker_count; i++) {
-        sb_worker *w = &d->workers[i];
-        if (w->restart_at_ms && now >= w->restart_at_ms && d->phase < SB_PHASE_DRAINING) {
-            if (sb_supervise_spawn(d, w) < 0 && w->pid <= 0) {
-                /* exec failed: count it as an exit of this slot */
-                long delay = sb_restart_decide(&w->restarts, d->limits, now);
-                if (delay < 0) {
-                    w->given_up = true;
-                    w->restart_at_ms = 0;
-                    sb_error(w->peer.name, "not restarting: max_restarts reached");
-                } else {
-                    w->restart_at_ms = now + delay;
-                }
-            }
+    int id;
+    for (int n = d->timers.count; n > 0 && (id = sb_timers_take(&d->timers, now)) >= 0; n--) {
+        switch (id) {
+        case SB_TIMER_LINGER:
+        case SB_TIMER_DRAIN:
+            break; /* check_phase */
+        case SB_TIMER_SWEEP:
+            sweep_idle(d, now);
+            break;
+        case SB_TIMER_ACCEPT:
+            sb_clients_resume_accept(d);
+            break;
+        default: {
+            int slot = (id - SB_TIMER_PEERS) / SB_TIMERS_PER_PEER;
+            int which = (id - SB_TIMER_PEERS) % SB_TIMERS_PER_PEER;
+            if (slot < d->worker_count)
+                sb_supervise_timer(d, &d->workers[slot], which, now);
+            else
+                sb_clients_timer(d, &d->clients[slot - d->worker_count], which, now);
         }
-        if (w->lost_ms && now >= w->lost_ms) {
-            w->lost_ms = 0;
-            if (w->pid > 0 && w->state == SB_WORKER_RUNNING) { /* SB-I-39, SB-I-46 */
-                if (w->lost_stdout)
-                    sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
-                else
-                    sb_supervise_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
-            }
-        }
-        if (w->kill_at_ms && now >= w->kill_at_ms && w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
-            sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
-            sb_worker_signal(w, SIGKILL);
-            w->kill_at_ms = 0;
         }
     }
-    if (d->closing_count)
-        sb_clients_check_closing(d, now);
-    for (int i = 0; i < d->held_count; i++) { /* SB-I-45 */
-        sb_peer *c = d->held[i];
-        if (!c->doomed &&
-            now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
-            sb_error(c->name,
-                     "request held for backpressure_timeout_sec=%d: its id stays in use on every "
-                     "worker it could go to: closing",
-                     d->limits->backpressure_timeout_sec);
-            sb_relay_doom(d, c);
-        }
-    }
-    if (d->full_outputs > 0) { /* SB-7.3.1-4 */
-        int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
-        for (int i = 0; i < d->worker_count; i++) {
-            sb_worker *w = &d->workers[i];
-            if (w->peer.full_since_ms && now - w->peer.full_since_ms >= limit)
-                sb_supervise_fail(d, w, SB_KEEP_OUTPUT,
-                                  "stdin queue full for backpressure_timeout_sec=%d",
-                                  d->limits->backpressure_timeout_sec);
-        }
-        for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-            sb_peer *c = &d->clients[i];
-            if (c->kind == SB_PEER_CLIENT && c->full_since_ms && !c->doomed &&
-                now - c->full_since_ms >= limit) {
-                sb_error(c->name, "output queue full for backpressure_timeout_sec=%d: closing",
-                         d->limits->backpressure_timeout_sec);
-                sb_relay_doom(d, c);
-            }
-        }
-    }
-}
-
-static int64_t next_deadline(const sb_bus *d) {
-    int64_t next = INT64_MAX;
-    for (int i = 0; i < d->worker_count; i++) {
-        const sb_worker *w = &d->workers[i];
-        if (w->restart_at_ms && w->restart_at_ms < next)
-            next = w->restart_at_ms;
-        if (w->kill_at_ms && w->kill_at_ms < next)
-            next = w->kill_at_ms;
-        if (w->lost_ms && w->lost_ms < next)
-            next = w->lost_ms;
-    }
-    if (d->full_outputs > 0) {
-        int64_t limit = (int64_t)d->limits->backpressure_timeout_sec * 1000;
-        for (int i = 0; i < d->worker_count; i++)
-            if (d->workers[i].peer.full_since_ms && d->workers[i].peer.full_since_ms + limit < next)
-                next = d->workers[i].peer.full_since_ms + limit;
-        for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
-            if (d->clients[i].kind == SB_PEER_CLIENT && d->clients[i].full_since_ms &&
-                d->clients[i].full_since_ms + limit < next)
-                next = d->clients[i].full_since_ms + limit;
-    }
-    for (int i = 0; i < d->held_count; i++) {
-        int64_t at =
-            d->held[i]->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000;
-        if (at < next)
-            next = at;
-    }
-    if (d->closing_count)
-        next = sb_clients_closing_deadline(d, next);
-    if (d->phase == SB_PHASE_LINGER && d->linger_deadline_ms < next)
-        next = d->linger_deadline_ms;
-    if (d->phase == SB_PHASE_DRAINING && d->drain_deadline_ms < next)
-        next = d->drain_deadline_ms;
-    if (d->next_sweep_ms && d->next_sweep_ms < next)
-        next = d->next_sweep_ms;
-    if (d->rare_at_ms && d->rare_at_ms < next)
-        next = d->rare_at_ms;
-    return next;
 }
 
 static void check_phase(sb_bus *d, int64_t now) {
@@ -338,7 +247,10 @@ static int daemon_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
         !d->held || !d->ending || !d->stdin_lost || sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
-        sb_router_set_affinity(&d->router, cfg->affinity) < 0) {
+        sb_router_set_affinity(&d->router, cfg->affinity) < 0 ||
+        sb_timers_init(&d->timers,
+                       SB_TIMER_PEERS + SB_TIMERS_PER_PEER *
+                                            (cfg->worker_count + STDIO_BUS_MAX_CONNECTIONS)) < 0) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }
@@ -387,6 +299,7 @@ static void daemon_fini(sb_bus *d) {
         fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags);
     }
     sb_router_fini(&d->router);
+    sb_timers_fini(&d->timers);
     sb_loop_fini(&d->loop);
     free(d->workers);
     free(d->clients);
@@ -414,7 +327,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     /* Workers first, so a client's first line finds them running. */
     for (int i = 0; rc == 0 && i < d.worker_count; i++) /* SB-3.1-2; SB-X-15: not per connection */
         if (!d.workers[i].pool->per_connection && sb_supervise_spawn(&d, &d.workers[i]) < 0)
-            d.workers[i].restart_at_ms = sb_now_ms() + d.limits->restart_backoff_ms;
+            sb_supervise_restart_at(&d, &d.workers[i], sb_now_ms() + d.limits->restart_backoff_ms);
     if (rc == 0)
         rc = sb_clients_start(&d, opt);
     if (rc < 0) {
@@ -444,7 +357,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
             break;
         if (sb_log_backlog())
             tend_stderr(&d);
-        int64_t deadline = next_deadline(&d);
+        int64_t deadline = sb_timers_next(&d.timers);
         int timeout = -1; /* nothing scheduled: sleep until an fd or a signal wakes us */
         if (deadline != INT64_MAX) {
             /* One clock read a turn: the time this turn took (well under a

@@ -68,6 +68,8 @@ void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
  * until a pending request ends or the set of running workers changes. */
 static void hold_client(sb_bus *d, sb_peer *c) {
     c->held_since_ms = sb_now_ms();
+    sb_bus_arm(d, c, SB_TIMER_HELD,
+               c->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
     d->held[d->held_count++] = c;
     sb_relay_update_interest(d, c);
 }
@@ -79,6 +81,7 @@ void sb_relay_unhold(sb_bus *d, sb_peer *c) {
             break;
         }
     c->held_since_ms = 0;
+    sb_bus_disarm(d, c, SB_TIMER_HELD);
 }
 
 /* Every held client offers its line again at the end of the round; those
@@ -87,6 +90,7 @@ void sb_relay_release_held(sb_bus *d) {
     for (int i = 0; i < d->held_count; i++) {
         sb_peer *c = d->held[i];
         c->held_since_ms = 0;
+        sb_bus_disarm(d, c, SB_TIMER_HELD);
         sb_relay_update_interest(d, c);
         sb_relay_mark_ready(d, c);
     }
@@ -126,12 +130,15 @@ void sb_relay_release_waiters(sb_bus *d, sb_peer *out) {
 void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full) {
     if (full && !p->full_since_ms) {
         p->full_since_ms = sb_now_ms(); /* SB-7.3.1-2 */
+        sb_bus_arm(d, p, SB_TIMER_FULL,
+                   p->full_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
         d->full_outputs++;
         sb_warn(p->name,
                 "output queue over max_output_queue (%zu bytes queued): pausing its inputs",
                 sb_outq_len(&p->out));
     } else if (!full && p->full_since_ms) {
         p->full_since_ms = 0;
+        sb_bus_disarm(d, p, SB_TIMER_FULL);
         d->full_outputs--;
         sb_info(p->name, "output queue drained below max_output_queue: resuming its inputs");
         sb_relay_release_waiters(d, p);
@@ -147,6 +154,7 @@ void sb_relay_close_stdin(sb_bus *d, sb_peer *p) {
     sb_outq_clear(&p->out);
     if (p->full_since_ms) {
         p->full_since_ms = 0;
+        sb_bus_disarm(d, p, SB_TIMER_FULL);
         d->full_outputs--;
     }
     sb_relay_release_waiters(d, p);
@@ -421,8 +429,10 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     sb_frame_commit(&p->in, (size_t)got);
     if (p->kind == SB_PEER_CLIENT) {
         p->active = true;
-        if (!d->next_sweep_ms)
+        if (!d->next_sweep_ms) {
             d->next_sweep_ms = sb_now_ms() + SB_IDLE_SWEEP_MS;
+            sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
+        }
     }
     return sb_relay_process(d, p);
 }

@@ -37,6 +37,66 @@ static void enter(sb_worker *w, sb_worker_state to) {
     w->state = to;
 }
 
+/* Sets one of the worker's deadlines and its timer; 0 = none. */
+static void schedule(sb_bus *d, sb_worker *w, int which, int64_t *field, int64_t at) {
+    *field = at;
+    if (at)
+        sb_bus_arm(d, &w->peer, which, at);
+    else
+        sb_bus_disarm(d, &w->peer, which);
+}
+
+void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at) {
+    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, at);
+}
+
+void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
+    switch (which) {
+    case SB_TIMER_RESTART:
+        if (!w->restart_at_ms || d->phase >= SB_PHASE_DRAINING)
+            break;
+        if (sb_supervise_spawn(d, w) < 0 && w->pid <= 0) {
+            /* exec failed: count it as an exit of this slot */
+            long delay = sb_restart_decide(&w->restarts, d->limits, now);
+            if (delay < 0) {
+                w->given_up = true;
+                schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+                sb_error(w->peer.name, "not restarting: max_restarts reached");
+            } else {
+                schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, now + delay);
+            }
+        }
+        break;
+    case SB_TIMER_LOST:
+        if (!w->lost_ms)
+            break;
+        w->lost_ms = 0;
+        if (w->pid > 0 && w->state == SB_WORKER_RUNNING) { /* SB-I-39, SB-I-46 */
+            if (w->lost_stdout)
+                sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
+            else
+                sb_supervise_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
+        }
+        break;
+    case SB_TIMER_KILL:
+        if (!w->kill_at_ms)
+            break;
+        w->kill_at_ms = 0;
+        if (w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
+            sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
+            sb_worker_signal(w, SIGKILL);
+        }
+        break;
+    case SB_TIMER_FULL: /* SB-7.3.1-4 */
+        if (w->peer.full_since_ms &&
+            now - w->peer.full_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000)
+            sb_supervise_fail(d, w, SB_KEEP_OUTPUT,
+                              "stdin queue full for backpressure_timeout_sec=%d",
+                              d->limits->backpressure_timeout_sec);
+        break;
+    }
+}
+
 void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
     sb_peer *p = &w->peer;
     sb_relay_close_stdin(d, &w->peer);
@@ -57,7 +117,7 @@ void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
 }
 
 int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
-    w->restart_at_ms = 0;
+    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
     enter(w, SB_WORKER_STARTING);
     if (sb_worker_start(w) < 0) {
         enter(w, SB_WORKER_STOPPED);
@@ -117,7 +177,8 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     if (d->held_count)
         sb_relay_release_held(d); /* SB-I-45: fewer workers to wait for */
     enter(w, SB_WORKER_STOPPING);
-    w->kill_at_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
+             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
     if (w->peer.out_fd >= 0)
         sb_relay_close_stdin(d, &w->peer); /* nothing more goes to it */
@@ -136,7 +197,7 @@ void sb_supervise_stdin_lost(sb_bus *d) {
         /* out_fd >= 0: the slot has a new process since (SB-X-15) */
         if (w->peer.out_fd < 0 && w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
             !w->lost_ms) {
-            w->lost_ms = sb_now_ms() + SB_STDIN_LOST_GRACE_MS;
+            schedule(d, w, SB_TIMER_LOST, &w->lost_ms, sb_now_ms() + SB_STDIN_LOST_GRACE_MS);
             w->lost_stdout = false;
         }
     }
@@ -160,7 +221,7 @@ void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w) {
     p->in_fd = -1;
     sb_router_set_running(&d->router, w->id, false);
     if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING && !w->lost_ms) {
-        w->lost_ms = sb_now_ms() + SB_STDOUT_LOST_GRACE_MS;
+        schedule(d, w, SB_TIMER_LOST, &w->lost_ms, sb_now_ms() + SB_STDOUT_LOST_GRACE_MS);
         w->lost_stdout = true;
     }
 }
@@ -262,8 +323,8 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     if (d->held_count)
         sb_relay_release_held(d); /* SB-I-45: its ids are free */
     w->pid = -1;
-    w->kill_at_ms = 0;
-    w->lost_ms = 0;
+    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms, 0);
+    schedule(d, w, SB_TIMER_LOST, &w->lost_ms, 0);
 
     if (affinity_worker_exited(d, w))
         return; /* SB-X-15: a per-connection slot waits for its next connection */
@@ -279,7 +340,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
                  d->limits->restart_window_sec, d->limits->max_restarts);
         return;
     }
-    w->restart_at_ms = sb_now_ms() + delay;
+    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, sb_now_ms() + delay);
     sb_warn(w->peer.name, "restarting in %ld ms", delay);
 }
 
@@ -380,7 +441,8 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c) {
     sb_info(w->peer.name, "its client left: stopping it");
     enter(w, SB_WORKER_STOPPING);
     sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
-    w->kill_at_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
+    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
+             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
     sb_relay_update_interest(d, &w->peer);
 }
@@ -404,7 +466,8 @@ static bool affinity_worker_exited(sb_bus *d, sb_worker *w) {
         sb_warn(c->name, "its worker %d exited: closing the connection once its output is written",
                 w->id);
         c->closing_since_ms = sb_now_ms();
-        d->closing_count++;
+        sb_bus_arm(d, c, SB_TIMER_CLOSING,
+                   c->closing_since_ms + (int64_t)d->limits->drain_timeout_sec * 1000);
         sb_relay_update_interest(d, c);
         if (!c->dirty)
             sb_relay_close_if_flushed(d, c);
@@ -434,7 +497,7 @@ void sb_supervise_kill_remaining(sb_bus *d) {
 void sb_supervise_stop_all(sb_bus *d) {
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
-        w->restart_at_ms = 0;
+        schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
         if (w->pid <= 0)
             continue;
         if (w->state == SB_WORKER_RUNNING)

@@ -8,6 +8,7 @@
 #include "relay.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 void sb_supervise_close_fds(sb_bus *d, sb_worker *w);
 int sb_supervise_spawn(sb_bus *d, sb_worker *w);
@@ -21,6 +22,10 @@ void sb_supervise_verdict(sb_bus *d, sb_worker *w, sb_relay_verdict v);
 void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w);
 void sb_supervise_exited(sb_bus *d, sb_worker *w, int status);
 void sb_supervise_reap(sb_bus *d);
+/* Schedules the worker's (re)start at `at` (ms). */
+void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at);
+/* A worker's timer (SB_TIMER_RESTART, _KILL, _LOST, _FULL) fired. */
+void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now);
 bool sb_supervise_attach(sb_bus *d, sb_peer *c);
 void sb_supervise_detach(sb_bus *d, sb_peer *c);
 void sb_supervise_kill_remaining(sb_bus *d);

@@ -27,6 +27,8 @@ void sb_timers_fini(sb_timers *t) {
 }
 
 void sb_timers_arm(sb_timers *t, int id, int64_t at) {
+    if (id >= t->cap)
+        return; /* a set that could not be allocated: nothing to arm */
     if (t->slot[id] < 0) {
         t->slot[id] = t->count;
         t->armed[t->count++] = id;
@@ -34,12 +36,9 @@ void sb_timers_arm(sb_timers *t, int id, int64_t at) {
     t->at[id] = at;
 }
 
-void sb_timers_arm_earlier(sb_timers *t, int id, int64_t at) {
-    if (t->slot[id] < 0 || at < t->at[id])
-        sb_timers_arm(t, id, at);
-}
-
 void sb_timers_disarm(sb_timers *t, int id) {
+    if (id >= t->cap)
+        return;
     int s = t->slot[id];
     if (s < 0)
         return;
@@ -50,7 +49,7 @@ void sb_timers_disarm(sb_timers *t, int id) {
 }
 
 bool sb_timers_armed(const sb_timers *t, int id) {
-    return t->slot[id] >= 0;
+    return id < t->cap && t->slot[id] >= 0;
 }
 
 int64_t sb_timers_next(const sb_timers *t) {

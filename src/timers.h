@@ -25,8 +25,6 @@ void sb_timers_fini(sb_timers *t);
 
 /* Arms timer id to expire at `at` (ms), replacing its deadline if armed. */
 void sb_timers_arm(sb_timers *t, int id, int64_t at);
-/* Arms timer id at `at` unless it is armed to expire earlier already. */
-void sb_timers_arm_earlier(sb_timers *t, int id, int64_t at);
 void sb_timers_disarm(sb_timers *t, int id);
 bool sb_timers_armed(const sb_timers *t, int id);
 

@@ -42,14 +42,6 @@ Test(timers, rearming_replaces_the_deadline) {
     cr_assert_eq(t.count, 1, "one timer, armed once");
 }
 
-Test(timers, arm_earlier_keeps_the_earlier_deadline) {
-    sb_timers_arm_earlier(&t, 4, 300);
-    sb_timers_arm_earlier(&t, 4, 400);
-    cr_assert_eq(sb_timers_next(&t), 300);
-    sb_timers_arm_earlier(&t, 4, 100);
-    cr_assert_eq(sb_timers_next(&t), 100);
-}
-
 Test(timers, nothing_is_due_before_its_deadline) {
     sb_timers_arm(&t, 5, 1000);
     cr_assert_eq(sb_timers_take(&t, 999), STDIO_BUS_EAGAIN);
