@@ -21,10 +21,11 @@ typedef struct sb_peer {
     sb_frame in;
     sb_outq out;
     struct sb_peer *blocked_on; /* SB-7.3.1-1: paused until this output drains */
-    int64_t full_since_ms;      /* SB-7.3.1-2: when out went over its cap; 0 = not */
-    int64_t held_since_ms;      /* SB-I-45: its next line waits for an id to be free; 0 = not */
-    int64_t ending_by_ms;       /* SB-I-41: input ended, answers owed until then; 0 = not */
-    int64_t closing_since_ms;   /* SB-X-14: not read, closed once out is written; 0 = not */
+    int waiters; /* inputs paused on this output, or more (one that closed while paused) */
+    int64_t full_since_ms;    /* SB-7.3.1-2: when out went over its cap; 0 = not */
+    int64_t held_since_ms;    /* SB-I-45: its next line waits for an id to be free; 0 = not */
+    int64_t ending_by_ms;     /* SB-I-41: input ended, answers owed until then; 0 = not */
+    int64_t closing_since_ms; /* SB-X-14: not read, closed once out is written; 0 = not */
     bool in_eof;
     bool doomed;    /* close after the current dispatch */
     bool queued;    /* on the ready list: has buffered lines to process */

@@ -109,6 +109,9 @@ void sb_relay_doom(sb_bus *d, sb_peer *p) {
 
 /* Every input paused on `out` resumes (SB-7.3.1-3). */
 void sb_relay_release_waiters(sb_bus *d, sb_peer *out) {
+    if (!out->waiters)
+        return; /* most drained outputs paused no one: no scan */
+    out->waiters = 0;
     for (int i = 0; i < d->worker_count; i++) {
         sb_peer *p = &d->workers[i].peer;
         if (p->blocked_on == out) {
@@ -212,6 +215,7 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
         sb_relay_set_full(d, p, true);
         if (from && !from->blocked_on && from != p) {
             from->blocked_on = p;
+            p->waiters++;
             sb_relay_update_interest(d, from);
         }
     }
