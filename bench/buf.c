@@ -44,7 +44,9 @@ char *bench_inbuf_space(bench_inbuf *b, size_t *avail) {
     return b->data + b->len;
 }
 
-void bench_inbuf_commit(bench_inbuf *b, size_t n) { b->len += n; }
+void bench_inbuf_commit(bench_inbuf *b, size_t n) {
+    b->len += n;
+}
 
 size_t bench_inbuf_next(bench_inbuf *b, const char **line) {
     size_t pending = b->len - b->start;

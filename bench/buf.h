@@ -14,7 +14,7 @@ typedef struct {
     size_t scanned; /* data[start .. start+scanned) holds no '\n' */
     size_t len;
     size_t cap;
-    size_t max;     /* a line (with its '\n') may take at most max bytes */
+    size_t max; /* a line (with its '\n') may take at most max bytes */
 } bench_inbuf;
 
 void bench_inbuf_init(bench_inbuf *b, size_t max);
@@ -28,7 +28,9 @@ void bench_inbuf_commit(bench_inbuf *b, size_t n);
  * complete line is buffered. *line points into the buffer until the next
  * bench_inbuf_space. */
 size_t bench_inbuf_next(bench_inbuf *b, const char **line);
-static inline size_t bench_inbuf_pending(const bench_inbuf *b) { return b->len - b->start; }
+static inline size_t bench_inbuf_pending(const bench_inbuf *b) {
+    return b->len - b->start;
+}
 
 typedef struct {
     char *data;
@@ -46,6 +48,8 @@ int bench_outq_flush(bench_outq *q, int fd);
 /* Writes bytes now if nothing is queued, queuing what the fd does not take.
  * Same returns as bench_outq_flush. */
 int bench_outq_send(bench_outq *q, int fd, const char *bytes, size_t n);
-static inline size_t bench_outq_len(const bench_outq *q) { return q->len; }
+static inline size_t bench_outq_len(const bench_outq *q) {
+    return q->len;
+}
 
 #endif

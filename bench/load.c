@@ -104,8 +104,8 @@ static int idle_probe(const load_server *s, const load_opts *o, int *fds, server
     for (int i = 0; i < o->idle_connections; i++) {
         load_conn c;
         load_conn_init(&c, fds[i], fds[i], 1 << 20);
-        int rc = load_conn_roundtrip(&c, "{\"jsonrpc\":\"2.0\",\"id\":\"touch\",\"method\":\"echo\"}\n",
-                                     deadline);
+        int rc = load_conn_roundtrip(
+            &c, "{\"jsonrpc\":\"2.0\",\"id\":\"touch\",\"method\":\"echo\"}\n", deadline);
         load_conn_fini(&c);
         if (rc < 0) {
             fprintf(stderr, "bench_load: idle connection %d: no answer\n", i);
@@ -144,25 +144,27 @@ static void report(const load_opts *o, const load_result *r, const server_facts 
     double worker_us = (double)(f->after.workers_ns - f->before.workers_ns) / 1000.0 / m;
     double rate = (double)r->ok / secs;
     int exit_code = WIFEXITED(f->server_status) ? WEXITSTATUS(f->server_status)
-                    : f->server_status < 0 ? -1 : 128 + WTERMSIG(f->server_status);
+                    : f->server_status < 0      ? -1
+                                                : 128 + WTERMSIG(f->server_status);
     printf("bench_load server=%s mode=%s clients=%d inflight=%d messages=%ld payload=%zu "
            "sessions=%d ok=%ld lost=%ld dup=%ld misrouted=%ld badsid=%ld badpayload=%ld "
            "unknown=%ld malformed=%ld secs=%.4f msgs_per_s=%.1f mib_per_s=%.2f p50_us=%.1f "
            "p99_us=%.1f max_us=%.1f server_cpu_us_per_msg=%.3f server_sched_us_per_msg=%.3f "
            "worker_cpu_us_per_msg=%.3f rss_start_kb=%ld rss_end_kb=%ld hwm_kb=%ld",
            name, mode_name(o->mode), o->clients, o->inflight, o->messages, o->payload, o->sessions,
-           r->ok, r->lost, r->dup, r->misrouted, r->badsid, r->badpayload, r->unknown,
-           r->malformed, r->seconds, rate, rate * (double)o->payload / 1048576.0, p50, p99, max,
-           stat_us, sched_us, worker_us, f->rss_start_kb, f->rss_end_kb, f->hwm_kb);
+           r->ok, r->lost, r->dup, r->misrouted, r->badsid, r->badpayload, r->unknown, r->malformed,
+           r->seconds, rate, rate * (double)o->payload / 1048576.0, p50, p99, max, stat_us,
+           sched_us, worker_us, f->rss_start_kb, f->rss_end_kb, f->hwm_kb);
     if (o->idle_connections)
-        printf(" idle_connections=%d rss_idle_kb=%ld idle_conn_bytes=%.0f rss_touched_kb=%ld "
-               "touched_conn_bytes=%.0f idle_settle_s=%g rss_settled_kb=%ld settled_conn_bytes=%.0f",
-               o->idle_connections, f->rss_idle_kb,
-               (double)(f->rss_idle_kb - f->rss_start_kb) * 1024.0 / o->idle_connections,
-               f->rss_touched_kb,
-               (double)(f->rss_touched_kb - f->rss_start_kb) * 1024.0 / o->idle_connections,
-               o->idle_settle_sec, f->rss_settled_kb,
-               (double)(f->rss_settled_kb - f->rss_start_kb) * 1024.0 / o->idle_connections);
+        printf(
+            " idle_connections=%d rss_idle_kb=%ld idle_conn_bytes=%.0f rss_touched_kb=%ld "
+            "touched_conn_bytes=%.0f idle_settle_s=%g rss_settled_kb=%ld settled_conn_bytes=%.0f",
+            o->idle_connections, f->rss_idle_kb,
+            (double)(f->rss_idle_kb - f->rss_start_kb) * 1024.0 / o->idle_connections,
+            f->rss_touched_kb,
+            (double)(f->rss_touched_kb - f->rss_start_kb) * 1024.0 / o->idle_connections,
+            o->idle_settle_sec, f->rss_settled_kb,
+            (double)(f->rss_settled_kb - f->rss_start_kb) * 1024.0 / o->idle_connections);
     printf(" server_exit=%d status=%s%s%s\n", exit_code, rc == 0 ? "ok" : "FAILED",
            o->tag[0] ? " " : "", o->tag);
     printf("# %s %s K=%d W=%d P=%zu S=%d: %ld/%ld ok, %.0f msg/s, p50 %.0f us, p99 %.0f us, "
@@ -214,7 +216,8 @@ int main(int argc, char **argv) {
             load_conn_init(&conns[opened], fd, fd, max_line);
     }
     /* A first round trip: the server and its worker are up and warm. */
-    if (load_conn_roundtrip(&conns[0], "{\"jsonrpc\":\"2.0\",\"id\":\"warmup\",\"method\":\"echo\"}\n",
+    if (load_conn_roundtrip(&conns[0],
+                            "{\"jsonrpc\":\"2.0\",\"id\":\"warmup\",\"method\":\"echo\"}\n",
                             deadline) < 0) {
         fprintf(stderr, "bench_load: no answer to the warm-up request\n");
         goto stop;
@@ -243,8 +246,8 @@ stop:
     }
     f.server_status = load_server_stop(&s, o.exit_timeout_sec);
     if (rc != 2) {
-        int clean = f.server_status >= 0 && WIFEXITED(f.server_status) &&
-                    WEXITSTATUS(f.server_status) == 0;
+        int clean =
+            f.server_status >= 0 && WIFEXITED(f.server_status) && WEXITSTATUS(f.server_status) == 0;
         if (!clean && !res.error[0])
             snprintf(res.error, sizeof res.error, "the server did not exit cleanly");
         if (!clean)

@@ -55,14 +55,14 @@ int load_opts_parse(int argc, char **argv, load_opts *o, char *err, size_t err_s
             return -1;
         }
         i++;
-#define NUM(flag, min, max, field)                                                   \
-    else if (strcmp(a, flag) == 0) {                                                 \
-        if (number(v, min, max, &x) < 0) {                                           \
-            snprintf(err, err_size, "%s: expected a number in [%g, %g]", a, (double)(min), \
-                     (double)(max));                                                 \
-            return -1;                                                               \
-        }                                                                            \
-        field = x;                                                                   \
+#define NUM(flag, min, max, field)                                                                 \
+    else if (strcmp(a, flag) == 0) {                                                               \
+        if (number(v, min, max, &x) < 0) {                                                         \
+            snprintf(err, err_size, "%s: expected a number in [%g, %g]", a, (double)(min),         \
+                     (double)(max));                                                               \
+            return -1;                                                                             \
+        }                                                                                          \
+        field = x;                                                                                 \
     }
         if (strcmp(a, "--server") == 0)
             o->server = v;

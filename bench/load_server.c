@@ -31,8 +31,9 @@ static int write_config(load_server *s, const load_opts *o, char *err, size_t er
     fprintf(f, "{\"pools\":[{\"id\":\"b\",\"command\":\"%s\",\"args\":[", o->worker);
     for (int i = 0; i < o->worker_argc; i++)
         fprintf(f, "%s\"%s\"", i ? "," : "", o->worker_args[i]);
-    fprintf(f, "],\"instances\":%d}],\"limits\":{\"max_input_buffer\":%zu,"
-               "\"max_output_queue\":%zu}}\n",
+    fprintf(f,
+            "],\"instances\":%d}],\"limits\":{\"max_input_buffer\":%zu,"
+            "\"max_output_queue\":%zu}}\n",
             o->instances, o->max_input_buffer, o->max_output_queue);
     s->config_written = 1;
     if (fclose(f) != 0) {
@@ -145,7 +146,8 @@ int load_server_stop(load_server *s, double timeout_sec) {
         }
         status = wait_exit(s->pid, load_now_ns() + (int64_t)(timeout_sec * 1e9));
         if (status < 0) {
-            fprintf(stderr, "bench_load: server did not exit within %.0f s: SIGKILL\n", timeout_sec);
+            fprintf(stderr, "bench_load: server did not exit within %.0f s: SIGKILL\n",
+                    timeout_sec);
             kill(s->pid, SIGKILL);
             waitpid(s->pid, NULL, 0);
         }

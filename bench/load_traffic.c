@@ -104,12 +104,14 @@ static int fill(traffic *t, int ci) {
         uint32_t session = c->sessions ? (uint32_t)(c->issued % c->sessions) : 0;
         char head[96], tail[96], sid[48];
         size_t head_len = (size_t)snprintf(
-            head, sizeof head, "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"echo\",\"params\":{\"p\":\"", id);
+            head, sizeof head,
+            "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"echo\",\"params\":{\"p\":\"", id);
         size_t tail_len = 4;
         memcpy(tail, "\"}", 2);
         if (c->sessions) {
             size_t sid_len = session_text(sid, sizeof sid, ci, session);
-            tail_len = (size_t)snprintf(tail, sizeof tail, "\"},\"sessionId\":%.*s}\n", (int)sid_len, sid);
+            tail_len =
+                (size_t)snprintf(tail, sizeof tail, "\"},\"sessionId\":%.*s}\n", (int)sid_len, sid);
         } else {
             memcpy(tail + 2, "}\n", 2);
         }

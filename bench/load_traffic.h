@@ -10,14 +10,14 @@
 #include <stdint.h>
 
 typedef struct {
-    int in_fd, out_fd;    /* equal for sockets */
+    int in_fd, out_fd; /* equal for sockets */
     bench_inbuf in;
-    char *out;            /* requests not yet written */
+    char *out; /* requests not yet written */
     size_t out_off, out_len, out_cap;
-    long quota, issued;   /* requests this connection sends / has sent */
+    long quota, issued; /* requests this connection sends / has sent */
     int inflight;
-    int sessions;         /* sessionIds owned by this connection */
-    int closed;           /* the server closed it */
+    int sessions; /* sessionIds owned by this connection */
+    int closed;   /* the server closed it */
 } load_conn;
 
 typedef struct {

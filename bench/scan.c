@@ -2,7 +2,9 @@
 
 #include <string.h>
 
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+static int is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 static const char *skip_ws(const char *p, const char *end) {
     while (p < end && is_ws(*p))

@@ -15,6 +15,7 @@ packages=(
   python3-jsonschema  # harness self-tests: results.json against results.schema.json (full draft 2020-12)
   libxml2-utils       # harness self-tests: xmllint validates junit.xml against the Jenkins junit-10.xsd
   valgrind clang afl++
+  clang-format-14  # ci/format-check.sh: the .clang-format of the C tree
   strace  # tests/e2e/test_hostile.py: which pids the daemon signals (skipped without it)
 )
 # Node.js and npm for the interop tests (tests/interop): Debian's, unless a

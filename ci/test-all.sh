@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test: set up, then
+# Every test: set up, check the C formatting (ci/format-check.sh), then
 #   1. build with -Werror and run every ctest label (unit, fuzz replays, mocks,
 #      e2e, valgrind, conformance);
 #   2. build with ASan+UBSan and run unit, fuzz replays, e2e, the conformance
@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/install-deps.sh
 jobs=$(nproc)
+
+echo "== format (ci/format-check.sh)"
+ci/format-check.sh
 
 echo "== build (Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_WERROR=ON >/dev/null

@@ -41,19 +41,19 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "config_fuzzer: %s:%d: check failed: %s\n", __FILE__,     \
-                    __LINE__, #cond);                                                \
-            abort();                                                                 \
-        }                                                                            \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "config_fuzzer: %s:%d: check failed: %s\n", __FILE__, __LINE__,        \
+                    #cond);                                                                        \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* The daemon's own buffer (src/main.c). */
-#define ERR_SIZE 512
+#define ERR_SIZE       512
 #define MAX_VIOLATIONS 64
-#define PATH_SIZE 128
+#define PATH_SIZE      128
 /* SB-I-20 leaves the upper bound open; config.c documents this one. */
 #define MAX_TOTAL_INSTANCES 256
 
@@ -98,14 +98,22 @@ static const limit_rule limit_rules[] = {
 
 static long configured_limit(const sb_limits *l, size_t i) {
     switch (i) {
-    case 0: return (long)l->max_input_buffer;
-    case 1: return (long)l->max_output_queue;
-    case 2: return l->max_restarts;
-    case 3: return l->restart_window_sec;
-    case 4: return l->drain_timeout_sec;
-    case 5: return l->backpressure_timeout_sec;
-    case 6: return l->restart_backoff_ms;
-    default: return l->restart_backoff_max_ms;
+    case 0:
+        return (long)l->max_input_buffer;
+    case 1:
+        return (long)l->max_output_queue;
+    case 2:
+        return l->max_restarts;
+    case 3:
+        return l->restart_window_sec;
+    case 4:
+        return l->drain_timeout_sec;
+    case 5:
+        return l->backpressure_timeout_sec;
+    case 6:
+        return l->restart_backoff_ms;
+    default:
+        return l->restart_backoff_max_ms;
     }
 }
 
@@ -207,7 +215,7 @@ static void oracle_check(const cJSON *root, violations *v, int *unknown_keys) {
                 }
             }
             char resolved[PATH_MAX];
-            if (!cJSON_IsString(command) || command->valuestring[0] == '\0' || /* SB-9.2-2 */
+            if (!cJSON_IsString(command) || command->valuestring[0] == '\0' ||    /* SB-9.2-2 */
                 !oracle_resolve(command->valuestring, resolved, sizeof resolved)) /* SB-9.3-3 */
                 violate(v, "pools[%d].command", index);
             if (!is_integer_in(instances, 1, MAX_TOTAL_INSTANCES)) /* SB-9.2-4, SB-9.3-4 */
@@ -259,13 +267,12 @@ static void oracle_check(const cJSON *root, violations *v, int *unknown_keys) {
 
     const cJSON *orphan = cJSON_GetObjectItemCaseSensitive(root, "orphan_policy");
     if (orphan && !(cJSON_IsString(orphan) && (strcmp(orphan->valuestring, "discard") == 0 ||
-                                              strcmp(orphan->valuestring, "error") == 0)))
+                                               strcmp(orphan->valuestring, "error") == 0)))
         violate(v, "orphan_policy"); /* SB-X-8 */
 }
 
 /* The parsed configuration must say what the file says. */
-static void check_success(const sb_config *cfg, const cJSON *root, int unknown_keys,
-                          int warnings) {
+static void check_success(const sb_config *cfg, const cJSON *root, int unknown_keys, int warnings) {
     const cJSON *pools = cJSON_GetObjectItemCaseSensitive(root, "pools");
     CHECK(cfg->pool_count == cJSON_GetArraySize(pools));
     CHECK(cfg->pool_count >= 1 && cfg->pools != NULL);
@@ -286,7 +293,8 @@ static void check_success(const sb_config *cfg, const cJSON *root, int unknown_k
         CHECK(oracle_resolve(p->command, resolved, sizeof resolved));
         CHECK(p->resolved && strcmp(p->resolved, resolved) == 0 && is_exec_file(p->resolved));
         CHECK(p->instances >= 1 && p->instances <= MAX_TOTAL_INSTANCES);
-        CHECK(p->instances == (int)cJSON_GetObjectItemCaseSensitive(pool, "instances")->valuedouble);
+        CHECK(p->instances ==
+              (int)cJSON_GetObjectItemCaseSensitive(pool, "instances")->valuedouble);
         total += p->instances;
 
         /* argv: the resolved path, then args in order, then NULL. */
@@ -310,8 +318,8 @@ static void check_success(const sb_config *cfg, const cJSON *root, int unknown_k
     for (size_t i = 0; i < LIMIT_RULES; i++) {
         /* A key given twice: the first occurrence, as for every other key
          * (cJSON's lookup) and for routing fields (SB-I-19). */
-        const cJSON *item = limits ? cJSON_GetObjectItemCaseSensitive(limits, limit_rules[i].key)
-                                   : NULL;
+        const cJSON *item =
+            limits ? cJSON_GetObjectItemCaseSensitive(limits, limit_rules[i].key) : NULL;
         expect[i] = last[i] = item ? (long)item->valuedouble : limit_rules[i].def;
         const cJSON *member;
         if (limits)

@@ -31,13 +31,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "fields_fuzzer: %s:%d: check failed: %s\n",    \
-                    __FILE__, __LINE__, #cond);                            \
-            abort();                                                       \
-        }                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fields_fuzzer: %s:%d: check failed: %s\n", __FILE__, __LINE__,        \
+                    #cond);                                                                        \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* The longest number upstream cJSON 1.7.15 can parse: parse_number copies
@@ -45,26 +45,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * there. Debian's patched 1.7.15 has no limit. */
 #define CJSON_NUMBER_MAX 63
 
-static int is_number_byte(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' ||
-           c == 'e' || c == 'E';
+static int is_number_byte(unsigned char c) {
+    return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E';
 }
 
-static int is_json_ws(unsigned char c)
-{
+static int is_json_ws(unsigned char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-static int is_digit(unsigned char c)
-{
+static int is_digit(unsigned char c) {
     return c >= '0' && c <= '9';
 }
 
 /* Whether s[0..n) is exactly one RFC 8259 number. Written independently of
  * src/fields.c, on purpose. */
-static int rfc_number(const unsigned char *s, size_t n)
-{
+static int rfc_number(const unsigned char *s, size_t n) {
     size_t i = 0;
 
     if (i < n && s[i] == '-')
@@ -98,8 +93,8 @@ static int rfc_number(const unsigned char *s, size_t n)
 
 /* What normalise() learnt about the input. */
 typedef struct {
-    int invalid;     /* settled: not JSON, whatever cJSON says */
-    int nul_in_key;  /* a key holds \u0000, which cJSON truncates */
+    int invalid;              /* settled: not JSON, whatever cJSON says */
+    int nul_in_key;           /* a key holds \u0000, which cJSON truncates */
     unsigned char *rewritten; /* per byte: 1 if part of a rewritten number */
 } verdict;
 
@@ -113,8 +108,7 @@ typedef struct {
  * true/false); a string followed by ':' is a key. On invalid input the
  * facts may not hold, which is harmless: whatever is flagged is invalid,
  * and what is not flagged is left to cJSON. */
-static void normalise(unsigned char *buf, size_t n, verdict *v)
-{
+static void normalise(unsigned char *buf, size_t n, verdict *v) {
     size_t i = 0;
 
     /* cJSON skips a UTF-8 BOM; sb_fields_parse rejects it (fields.c). */
@@ -185,8 +179,7 @@ static void normalise(unsigned char *buf, size_t n, verdict *v)
     }
 }
 
-static sb_json_type cjson_type(const cJSON *item)
-{
+static sb_json_type cjson_type(const cJSON *item) {
     if (cJSON_IsString(item))
         return SB_JSON_STRING;
     if (cJSON_IsNumber(item))
@@ -205,18 +198,15 @@ static sb_json_type cjson_type(const cJSON *item)
     return SB_JSON_ABSENT;
 }
 
-static void check_absent(const sb_token *t)
-{
+static void check_absent(const sb_token *t) {
     CHECK(t->type == SB_JSON_ABSENT);
     CHECK(t->raw == NULL);
     CHECK(t->raw_len == 0);
 }
 
 /* Compares one routing field with cJSON's view of it. */
-static void check_field(const uint8_t *data, size_t size,
-                        const unsigned char *norm, const verdict *v,
-                        const cJSON *item, const sb_token *t)
-{
+static void check_field(const uint8_t *data, size_t size, const unsigned char *norm,
+                        const verdict *v, const cJSON *item, const sb_token *t) {
     const unsigned char *raw = (const unsigned char *)t->raw;
     size_t off, len = t->raw_len;
     const char *end = NULL;
@@ -263,8 +253,7 @@ static void check_field(const uint8_t *data, size_t size,
     cJSON_Delete(again);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sb_fields f;
     int rc = sb_fields_parse((const char *)data, size, &f);
     unsigned char *norm = malloc(size > 0 ? size : 1);
@@ -324,10 +313,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (!v.nul_in_key) {
         /* cJSON_GetObjectItemCaseSensitive returns the first match, which
          * is the rule sb_fields_parse follows for duplicate keys. */
-        check_field(data, size, norm, &v, cJSON_GetObjectItemCaseSensitive(root, "id"),
-                    &f.id);
-        check_field(data, size, norm, &v,
-                    cJSON_GetObjectItemCaseSensitive(root, "sessionId"), &f.session_id);
+        check_field(data, size, norm, &v, cJSON_GetObjectItemCaseSensitive(root, "id"), &f.id);
+        check_field(data, size, norm, &v, cJSON_GetObjectItemCaseSensitive(root, "sessionId"),
+                    &f.session_id);
         check_field(data, size, norm, &v, cJSON_GetObjectItemCaseSensitive(root, "method"),
                     &f.method);
         check_field(data, size, norm, &v, cJSON_GetObjectItemCaseSensitive(root, "result"),

@@ -19,13 +19,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define HEADER 7
 
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "frame_fuzzer: %s:%d: check failed: %s\n",     \
-                    __FILE__, __LINE__, #cond);                            \
-            abort();                                                       \
-        }                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "frame_fuzzer: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* The reference: where the next expected line starts in the stream, and
@@ -38,24 +37,21 @@ typedef struct {
 } reference;
 
 /* Length (with '\n') of the line at r->next, or 0 if it has no '\n'. */
-static size_t ref_line(const reference *r)
-{
+static size_t ref_line(const reference *r) {
     const uint8_t *nl = memchr(r->s + r->next, '\n', r->n - r->next);
     return nl != NULL ? (size_t)(nl - (r->s + r->next)) + 1 : 0;
 }
 
 /* Whether the reference says the stream overflows at r->next, given that
  * `fed` bytes of it have been read so far. */
-static int ref_overflows(const reference *r, size_t fed)
-{
+static int ref_overflows(const reference *r, size_t fed) {
     size_t len = ref_line(r);
     if (len > 0)
         return len > r->max && fed - r->next >= r->max;
     return r->n - r->next >= r->max && fed - r->next >= r->max;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sb_frame f;
     reference r;
     size_t reads[4];

@@ -18,8 +18,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Replays one file; returns 0, or -1 if it cannot be read. */
-static int replay_file(const char *path)
-{
+static int replay_file(const char *path) {
     FILE *fp = fopen(path, "rb");
     struct stat st;
     uint8_t *buf;
@@ -51,13 +50,11 @@ static int replay_file(const char *path)
     return 0;
 }
 
-static int is_visible(const struct dirent *e)
-{
+static int is_visible(const struct dirent *e) {
     return e->d_name[0] != '.';
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     size_t replayed = 0;
     int status = 0;
 

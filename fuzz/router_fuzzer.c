@@ -45,10 +45,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond))                                                                 \
-            fail_check(__LINE__, #cond);                                             \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            fail_check(__LINE__, #cond);                                                           \
     } while (0)
 
 static void fail_check(int line, const char *what) __attribute__((noreturn));
@@ -62,16 +62,16 @@ static void fail_check(int line, const char *what) __attribute__((noreturn));
 #define NO_COVERAGE
 #endif
 
-#define MAX_WORKERS 4
-#define MAX_CLIENTS 8
-#define MAX_OPS 1024
+#define MAX_WORKERS  4
+#define MAX_CLIENTS  8
+#define MAX_OPS      1024
 #define MAX_MESSAGES 20000 /* per input, bulk traffic included */
-#define LINE_CAP 4096
-#define ID_RAW_MAX (STDIO_BUS_MAX_REQUEST_ID_LEN + 2)
-#define SID_RAW_MAX (STDIO_BUS_MAX_SESSION_ID_LEN + 2)
+#define LINE_CAP     4096
+#define ID_RAW_MAX   (STDIO_BUS_MAX_REQUEST_ID_LEN + 2)
+#define SID_RAW_MAX  (STDIO_BUS_MAX_SESSION_ID_LEN + 2)
 #define CAP_SESSIONS STDIO_BUS_MAX_SESSIONS
-#define CAP_PENDING STDIO_BUS_MAX_PENDING_REQUESTS
-#define M_BUCKETS 8192 /* power of two */
+#define CAP_PENDING  STDIO_BUS_MAX_PENDING_REQUESTS
+#define M_BUCKETS    8192 /* power of two */
 
 /* ---- Tokens the lines are built from ---------------------------------- */
 
@@ -87,35 +87,47 @@ static char long_sid_ok[SID_RAW_MAX + 1], long_sid_bad[SID_RAW_MAX + 2];
 /* Ids: the first GOOD_IDS are routable; "a" and "\u0061" are two ids, as
  * are 1, 1.0 and "1" (SB-I-3). */
 static const tok id_set[] = {
-    {"1", SB_JSON_NUMBER},       {"2", SB_JSON_NUMBER},    {"\"1\"", SB_JSON_STRING},
-    {"\"a\"", SB_JSON_STRING},   {"null", SB_JSON_NULL},   {"1.0", SB_JSON_NUMBER},
-    {"-0", SB_JSON_NUMBER},      {"\"\\u0061\"", SB_JSON_STRING},
-    {"\"x\"", SB_JSON_STRING},   {"0", SB_JSON_NUMBER},    {"1e2", SB_JSON_NUMBER},
-    {long_str_ok, SB_JSON_STRING}, {long_num_ok, SB_JSON_NUMBER},
+    {"1", SB_JSON_NUMBER},
+    {"2", SB_JSON_NUMBER},
+    {"\"1\"", SB_JSON_STRING},
+    {"\"a\"", SB_JSON_STRING},
+    {"null", SB_JSON_NULL},
+    {"1.0", SB_JSON_NUMBER},
+    {"-0", SB_JSON_NUMBER},
+    {"\"\\u0061\"", SB_JSON_STRING},
+    {"\"x\"", SB_JSON_STRING},
+    {"0", SB_JSON_NUMBER},
+    {"1e2", SB_JSON_NUMBER},
+    {long_str_ok, SB_JSON_STRING},
+    {long_num_ok, SB_JSON_NUMBER},
     /* malformed: too long, or of a type an id cannot have (SB-I-2) */
-    {long_str_bad, SB_JSON_STRING}, {long_num_bad, SB_JSON_NUMBER},
-    {"true", SB_JSON_TRUE},      {"false", SB_JSON_FALSE}, {"{\"a\":1}", SB_JSON_OBJECT},
+    {long_str_bad, SB_JSON_STRING},
+    {long_num_bad, SB_JSON_NUMBER},
+    {"true", SB_JSON_TRUE},
+    {"false", SB_JSON_FALSE},
+    {"{\"a\":1}", SB_JSON_OBJECT},
     {"[1]", SB_JSON_ARRAY},
 };
 #define GOOD_IDS 13
-#define ALL_IDS (sizeof id_set / sizeof *id_set)
+#define ALL_IDS  (sizeof id_set / sizeof *id_set)
 
 static const tok sid_set[] = {
-    {"\"s1\"", SB_JSON_STRING}, {"\"s2\"", SB_JSON_STRING}, {"\"s3\"", SB_JSON_STRING},
-    {"\"\"", SB_JSON_STRING},   {"\"s\\u0031\"", SB_JSON_STRING}, /* not "s1" (SB-I-37) */
-    {"\"S1\"", SB_JSON_STRING}, {long_sid_ok, SB_JSON_STRING},
-    {long_sid_bad, SB_JSON_STRING}, {"1", SB_JSON_NUMBER}, {"null", SB_JSON_NULL},
-    {"{}", SB_JSON_OBJECT},     {"[\"s1\"]", SB_JSON_ARRAY},
+    {"\"s1\"", SB_JSON_STRING},  {"\"s2\"", SB_JSON_STRING},       {"\"s3\"", SB_JSON_STRING},
+    {"\"\"", SB_JSON_STRING},    {"\"s\\u0031\"", SB_JSON_STRING}, /* not "s1" (SB-I-37) */
+    {"\"S1\"", SB_JSON_STRING},  {long_sid_ok, SB_JSON_STRING},    {long_sid_bad, SB_JSON_STRING},
+    {"1", SB_JSON_NUMBER},       {"null", SB_JSON_NULL},           {"{}", SB_JSON_OBJECT},
+    {"[\"s1\"]", SB_JSON_ARRAY},
 };
 #define GOOD_SIDS 7
-#define ALL_SIDS (sizeof sid_set / sizeof *sid_set)
+#define ALL_SIDS  (sizeof sid_set / sizeof *sid_set)
 
 static const tok method_set[] = {
-    {"\"m\"", SB_JSON_STRING}, {"\"tools/call\"", SB_JSON_STRING}, {"\"\"", SB_JSON_STRING},
-    {"1", SB_JSON_NUMBER},     {"null", SB_JSON_NULL},             {"[\"m\"]", SB_JSON_ARRAY},
+    {"\"m\"", SB_JSON_STRING}, {"\"tools/call\"", SB_JSON_STRING},
+    {"\"\"", SB_JSON_STRING},  {"1", SB_JSON_NUMBER},
+    {"null", SB_JSON_NULL},    {"[\"m\"]", SB_JSON_ARRAY},
 };
 #define GOOD_METHODS 3
-#define ALL_METHODS (sizeof method_set / sizeof *method_set)
+#define ALL_METHODS  (sizeof method_set / sizeof *method_set)
 
 static void tokens_init(void) {
     static bool ready;
@@ -145,7 +157,9 @@ typedef struct {
     size_t n, i;
 } reader;
 
-static unsigned rd(reader *r) { return r->i < r->n ? r->p[r->i++] : 0; }
+static unsigned rd(reader *r) {
+    return r->i < r->n ? r->p[r->i++] : 0;
+}
 
 /* ---- Reference model: pending tables ---------------------------------- */
 
@@ -291,8 +305,8 @@ static void mp_remove(m_pending *t, int index) {
  * -DSB_FUZZ_ALLOW_CROSS_SESSION_MATCH models the router as it was when this
  * was found (the same sessionId first, else simply the oldest), for
  * campaigns run before the fix. */
-static int mp_take(m_pending *t, int receiver, const char *id, size_t id_len,
-                   const char *session, size_t session_len) {
+static int mp_take(m_pending *t, int receiver, const char *id, size_t id_len, const char *session,
+                   size_t session_len) {
     int best = -1, best_rank = 3;
     for (int i = t->bucket[req_hash(receiver, id, id_len)]; i >= 0; i = t->e[i].next) {
         const m_req *q = &t->e[i];
@@ -453,7 +467,7 @@ typedef struct {
     m_pending upstream; /* receiver = client, sender = worker */
     long messages;
     unsigned unique; /* for bulk ids and sessionIds */
-    const char *op; /* what is being done, for the report */
+    const char *op;  /* what is being done, for the report */
 } world;
 
 static world W; /* large: static, reset for every input */
@@ -469,8 +483,8 @@ static void trace_line(const char *who, int index, const char *line, size_t len,
     int shown = (int)(len > 200 ? 200 : len);
     while (shown > 0 && (line[shown - 1] == '\n' || line[shown - 1] == '\r'))
         shown--;
-    fprintf(stderr, "%s %d: %.*s%s\n    -> action %d target %d why \"%s\"%s%s\n", who, index,
-            shown, line, len > 200 ? "..." : "", d->action, d->target, sb_router_why(d->why),
+    fprintf(stderr, "%s %d: %.*s%s\n    -> action %d target %d why \"%s\"%s%s\n", who, index, shown,
+            line, len > 200 ? "..." : "", d->action, d->target, sb_router_why(d->why),
             d->is_request ? " request" : "", d->new_session ? " new-session" : "");
 }
 
@@ -510,8 +524,8 @@ NO_COVERAGE static int walk_sessions(const sb_sessions *t, int32_t head, bool by
     return n;
 }
 
-NO_COVERAGE static int walk_pending(const sb_pending *t, const m_pending *model, int32_t head, bool by_receiver,
-                        int who, bool upstream) {
+NO_COVERAGE static int walk_pending(const sb_pending *t, const m_pending *model, int32_t head,
+                                    bool by_receiver, int who, bool upstream) {
     int n = 0;
     for (int32_t i = head; i != -1;
          i = by_receiver ? t->entries[i].recv_next : t->entries[i].send_next) {
@@ -741,7 +755,8 @@ static void build_object(line_buf *l, const msg *m, reader *r) {
     }
     unsigned dup = rd(r);
     if (m->id && (dup & 1))
-        put_member(l, &first, (dup & 2) ? "\"\\u0069d\"" : "\"id\"", id_set[(dup >> 2) % ALL_IDS].raw);
+        put_member(l, &first, (dup & 2) ? "\"\\u0069d\"" : "\"id\"",
+                   id_set[(dup >> 2) % ALL_IDS].raw);
     if (m->sid && (dup & 64))
         put_member(l, &first, "\"sessionId\"", sid_set[(dup >> 2) % ALL_SIDS].raw);
     if (m->method && (dup & 128))
@@ -798,35 +813,49 @@ static void build_line(line_buf *l, line_kind kind, const msg *m, reader *r) {
 
 static const tok *pick_id(unsigned b) {
     switch (b % 4) {
-    case 0: return NULL;
-    case 3: return &id_set[(b / 4) % ALL_IDS];
-    default: return &id_set[(b / 4) % GOOD_IDS];
+    case 0:
+        return NULL;
+    case 3:
+        return &id_set[(b / 4) % ALL_IDS];
+    default:
+        return &id_set[(b / 4) % GOOD_IDS];
     }
 }
 
 static const tok *pick_sid(unsigned b) {
     switch (b % 4) {
-    case 0: return NULL;
-    case 3: return &sid_set[(b / 4) % ALL_SIDS];
-    default: return &sid_set[(b / 4) % GOOD_SIDS];
+    case 0:
+        return NULL;
+    case 3:
+        return &sid_set[(b / 4) % ALL_SIDS];
+    default:
+        return &sid_set[(b / 4) % GOOD_SIDS];
     }
 }
 
 static const tok *pick_method(unsigned b) {
     switch (b % 4) {
-    case 0: return NULL;
-    case 3: return &method_set[(b / 4) % ALL_METHODS];
-    default: return &method_set[(b / 4) % GOOD_METHODS];
+    case 0:
+        return NULL;
+    case 3:
+        return &method_set[(b / 4) % ALL_METHODS];
+    default:
+        return &method_set[(b / 4) % GOOD_METHODS];
     }
 }
 
 static line_kind pick_kind(unsigned b) {
     switch (b % 16) {
-    case 0: return LINE_BLANK;
-    case 1: return LINE_GARBAGE;
-    case 2: return LINE_NOT_OBJECT;
-    case 3: return LINE_TRUNCATED;
-    default: return LINE_OBJECT;
+    case 0:
+        return LINE_BLANK;
+    case 1:
+        return LINE_GARBAGE;
+    case 2:
+        return LINE_NOT_OBJECT;
+    case 3:
+        return LINE_TRUNCATED;
+    default:
+        return LINE_OBJECT;
     }
 }
 
@@ -834,12 +863,14 @@ static line_kind pick_kind(unsigned b) {
 
 typedef struct {
     sb_route_action action;
-    sb_route_why why;   /* for DROP; REJECT is checked against rejects_for() */
+    sb_route_why why; /* for DROP; REJECT is checked against rejects_for() */
     int target, other;
     bool is_request, new_session;
 } expect;
 
-static size_t raw_len(const tok *t) { return strlen(t->raw); }
+static size_t raw_len(const tok *t) {
+    return strlen(t->raw);
+}
 
 /* Why a line of this kind with these first occurrences cannot be routed
  * (SB-4.3, SB-I-1, SB-I-2, SB-I-18, SB-I-27), as a bit set of reasons; 0
@@ -1211,8 +1242,8 @@ static void op_client_bulk(reader *r) {
     int n = sizes[(b >> 4) % 8];
     for (int i = 0; i < n && W.messages < MAX_MESSAGES; i++) {
         bulk_tokens();
-        msg m = {(b & 4) ? NULL : &bulk_id_tok, (b & 8) ? &bulk_sid_tok : NULL,
-                 &method_set[0], false, false};
+        msg m = {(b & 4) ? NULL : &bulk_id_tok, (b & 8) ? &bulk_sid_tok : NULL, &method_set[0],
+                 false, false};
         send_from_client(c, LINE_OBJECT, &m, r);
         check_counts();
     }
@@ -1361,7 +1392,9 @@ NO_COVERAGE static void restore_pending(sb_pending *t) {
     t->next_seq = 0;
 }
 
-NO_COVERAGE static bool same_bytes(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
+NO_COVERAGE static bool same_bytes(const void *a, const void *b, size_t n) {
+    return memcmp(a, b, n) == 0;
+}
 
 NO_COVERAGE static void check_pristine(const sb_router *r, int workers, int clients) {
     sb_router fresh;
@@ -1372,7 +1405,8 @@ NO_COVERAGE static void check_pristine(const sb_router *r, int workers, int clie
           s->client_slots == fs->client_slots);
     CHECK(same_bytes(s->entries, fs->entries, (size_t)s->capacity * sizeof *s->entries));
     CHECK(same_bytes(s->buckets, fs->buckets, ((size_t)s->bucket_mask + 1) * sizeof *s->buckets));
-    const sb_pending *p[2] = {&r->requests, &r->upstream}, *fp[2] = {&fresh.requests, &fresh.upstream};
+    const sb_pending *p[2] = {&r->requests, &r->upstream},
+                     *fp[2] = {&fresh.requests, &fresh.upstream};
     for (int i = 0; i < 2; i++) {
         CHECK(p[i]->count == fp[i]->count && p[i]->capacity == fp[i]->capacity &&
               p[i]->free_head == fp[i]->free_head && p[i]->next_seq == fp[i]->next_seq &&

@@ -33,7 +33,9 @@ void sb_affinity_fini(sb_affinity *a) {
     memset(a, 0, sizeof *a);
 }
 
-int sb_affinity_worker(const sb_affinity *a, int client) { return a->worker_of[client]; }
+int sb_affinity_worker(const sb_affinity *a, int client) {
+    return a->worker_of[client];
+}
 
 void sb_affinity_bind(sb_affinity *a, int client, int worker) {
     int old = a->head[worker];
@@ -66,6 +68,10 @@ int sb_affinity_client(const sb_affinity *a, int worker) {
     return a->count[worker] > 1 ? SB_AFFINITY_SHARED : a->head[worker];
 }
 
-int sb_affinity_first(const sb_affinity *a, int worker) { return a->head[worker]; }
+int sb_affinity_first(const sb_affinity *a, int worker) {
+    return a->head[worker];
+}
 
-int sb_affinity_count(const sb_affinity *a, int worker) { return a->count[worker]; }
+int sb_affinity_count(const sb_affinity *a, int worker) {
+    return a->count[worker];
+}

@@ -18,8 +18,8 @@
 #define SB_DEFAULT_DRAIN_TIMEOUT_SEC        30
 #define SB_DEFAULT_BACKPRESSURE_TIMEOUT_SEC 60
 /* Extensions (SPEC.md, Extensions): the restart backoff schedule. */
-#define SB_DEFAULT_RESTART_BACKOFF_MS       1000
-#define SB_DEFAULT_RESTART_BACKOFF_MAX_MS   30000
+#define SB_DEFAULT_RESTART_BACKOFF_MS     1000
+#define SB_DEFAULT_RESTART_BACKOFF_MAX_MS 30000
 
 typedef struct {
     size_t max_input_buffer;

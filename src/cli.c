@@ -24,14 +24,10 @@ static int set_mode(sb_options *opt, int *mode_seen, sb_mode mode, const char *a
 }
 
 static const struct option long_options[] = {
-    {"config", required_argument, NULL, 'c'},
-    {"stdio", no_argument, NULL, 's'},
-    {"unix", required_argument, NULL, 'u'},
-    {"tcp", required_argument, NULL, 't'},
-    {"log-level", required_argument, NULL, 'l'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0},
+    {"config", required_argument, NULL, 'c'},    {"stdio", no_argument, NULL, 's'},
+    {"unix", required_argument, NULL, 'u'},      {"tcp", required_argument, NULL, 't'},
+    {"log-level", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
 };
 
 /* The long option whose value getopt just took, for error messages. */

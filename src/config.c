@@ -79,8 +79,8 @@ static char *resolve_command(const char *command) {
     while (*path) {
         const char *end = strchr(path, ':');
         size_t dir_len = end ? (size_t)(end - path) : strlen(path);
-        int n = snprintf(candidate, sizeof candidate, "%.*s/%s", (int)dir_len,
-                         dir_len ? path : ".", command);
+        int n = snprintf(candidate, sizeof candidate, "%.*s/%s", (int)dir_len, dir_len ? path : ".",
+                         command);
         if (n > 0 && (size_t)n < sizeof candidate && is_executable_file(candidate))
             return dup_string(candidate);
         if (!end)
@@ -134,8 +134,8 @@ static int parse_pool(parse_ctx *pc, const cJSON *item, int index, sb_pool_confi
     const cJSON *field;
     cJSON_ArrayForEach(field, item) {
         const char *k = field->string;
-        if (strcmp(k, "id") && strcmp(k, "command") && strcmp(k, "args") && strcmp(k, "instances") &&
-            strcmp(k, "affinity") && strcmp(k, "spawn")) {
+        if (strcmp(k, "id") && strcmp(k, "command") && strcmp(k, "args") &&
+            strcmp(k, "instances") && strcmp(k, "affinity") && strcmp(k, "spawn")) {
             snprintf(path, sizeof path, "pools[%d].%.40s", index, k);
             warn_unknown(pc, path);
         }
@@ -219,7 +219,8 @@ static const limit_field limit_fields[] = {
     {"max_restarts", 0, 10000, offsetof(sb_limits, max_restarts), 0, 0},
     {"restart_window_sec", 1, 86400 * 365, offsetof(sb_limits, restart_window_sec), 0, 0},
     {"drain_timeout_sec", 1, 86400, offsetof(sb_limits, drain_timeout_sec), 0, 0},
-    {"backpressure_timeout_sec", 1, 86400 * 365, offsetof(sb_limits, backpressure_timeout_sec), 0, 0},
+    {"backpressure_timeout_sec", 1, 86400 * 365, offsetof(sb_limits, backpressure_timeout_sec), 0,
+     0},
     {"restart_backoff_ms", 1, 3600000, offsetof(sb_limits, restart_backoff_ms), 0, 1},
     {"restart_backoff_max_ms", 1, 86400000, offsetof(sb_limits, restart_backoff_max_ms), 0, 1},
 };
@@ -320,8 +321,8 @@ static int parse_root(parse_ctx *pc, const cJSON *root, sb_config *cfg) {
                     : cfg->pools[0].affinity     ? SB_AFFINITY_CONNECTION
                                                  : SB_AFFINITY_NONE;
     if (cfg->worker_count > SB_MAX_TOTAL_INSTANCES)
-        return fail(pc, "pools: %d instances in total, at most %d are supported",
-                    cfg->worker_count, SB_MAX_TOTAL_INSTANCES);
+        return fail(pc, "pools: %d instances in total, at most %d are supported", cfg->worker_count,
+                    SB_MAX_TOTAL_INSTANCES);
 
     const cJSON *limits = cJSON_GetObjectItemCaseSensitive(root, "limits");
     if (limits && parse_limits(pc, limits, &cfg->limits) < 0)

@@ -11,11 +11,11 @@
 
 typedef struct {
     char *id;
-    char *command;  /* as written in the file */
-    char *resolved; /* the executable found: command itself, or via PATH */
-    char **argv;    /* NULL-terminated: resolved path as argv[0], then args */
-    int instances;      /* with per_connection: the most workers at once */
-    bool affinity;      /* "affinity": "connection" (SB-X-10) */
+    char *command;       /* as written in the file */
+    char *resolved;      /* the executable found: command itself, or via PATH */
+    char **argv;         /* NULL-terminated: resolved path as argv[0], then args */
+    int instances;       /* with per_connection: the most workers at once */
+    bool affinity;       /* "affinity": "connection" (SB-X-10) */
     bool per_connection; /* "spawn": "per_connection" (SB-X-15) */
 } sb_pool_config;
 

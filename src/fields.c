@@ -53,9 +53,9 @@
 /* Forces inlining, so that each caller of parse_core gets its own copy
  * with `padded` folded to a constant. */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-#define NOINLINE __attribute__((noinline))
+#define NOINLINE      __attribute__((noinline))
 
-#define IS_WS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
+#define IS_WS(c)    ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
 #define IS_DIGIT(c) ((unsigned)((c) - '0') < 10u)
 
 /* Whether p is at the end of the input. Always false on a padded copy:
@@ -64,23 +64,22 @@
 
 /* Skips whitespace. Most tokens follow their predecessor directly, so one
  * test (any byte above ' ' is not whitespace) usually settles it. */
-#define SKIP_WS(p)                                        \
-    do {                                                  \
-        if (!AT_END(p) && *(p) <= ' ')                    \
-            while (!AT_END(p) && IS_WS(*(p)))             \
-                (p)++;                                    \
+#define SKIP_WS(p)                                                                                 \
+    do {                                                                                           \
+        if (!AT_END(p) && *(p) <= ' ')                                                             \
+            while (!AT_END(p) && IS_WS(*(p)))                                                      \
+                (p)++;                                                                             \
     } while (0)
 
 /* Word-at-a-time tests (Hacker's Delight 6-1): each is non-zero exactly when
  * some byte of v is zero / below n (n <= 128). */
-#define ONES UINT64_C(0x0101010101010101)
-#define HIGHS UINT64_C(0x8080808080808080)
-#define HAS_ZERO(v) (((v) - ONES) & ~(v) & HIGHS)
-#define HAS_LESS(v, n) (((v) - ONES * (n)) & ~(v) & HIGHS)
+#define ONES           UINT64_C(0x0101010101010101)
+#define HIGHS          UINT64_C(0x8080808080808080)
+#define HAS_ZERO(v)    (((v)-ONES) & ~(v)&HIGHS)
+#define HAS_LESS(v, n) (((v)-ONES * (n)) & ~(v)&HIGHS)
 
 /* The value of one hex digit, or -1. */
-static inline int hex_digit(unsigned c)
-{
+static inline int hex_digit(unsigned c) {
     if (c - '0' < 10u)
         return (int)(c - '0');
     c |= 0x20; /* fold to lower case */
@@ -91,8 +90,7 @@ static inline int hex_digit(unsigned c)
 
 /* The code unit of the 4 hex digits at p, or -1 if fewer than 4 bytes
  * remain or one is not a hex digit. */
-static inline long hex4(const unsigned char *p, const unsigned char *end)
-{
+static inline long hex4(const unsigned char *p, const unsigned char *end) {
     long v = 0;
     if (end - p < 4)
         return -1;
@@ -108,16 +106,20 @@ static inline long hex4(const unsigned char *p, const unsigned char *end)
 /* Checks the escape whose backslash is at p[-1]; returns the byte after it,
  * or NULL if it is invalid. Escapes are rare, so this keeps its bounds
  * checks in both modes (they hold on the padded copy too). */
-static const unsigned char *scan_escape(const unsigned char *p,
-                                        const unsigned char *end)
-{
+static const unsigned char *scan_escape(const unsigned char *p, const unsigned char *end) {
     long hi, lo;
 
     if (p == end)
         return NULL;
     switch (*p) {
-    case '"': case '\\': case '/':
-    case 'b': case 'f': case 'n': case 'r': case 't':
+    case '"':
+    case '\\':
+    case '/':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't':
         return p + 1;
     case 'u':
         hi = hex4(p + 1, end);
@@ -157,27 +159,23 @@ typedef struct {
 /* The empty asm hides the values from gcc, which would otherwise reload
  * each constant from memory at every string instead of keeping it in a
  * register for the whole line. */
-static ALWAYS_INLINE scan_consts make_scan_consts(void)
-{
+static ALWAYS_INLINE scan_consts make_scan_consts(void) {
     scan_consts k = {_mm_set1_epi8(0x02), _mm_set1_epi8(0x20), _mm_set1_epi8('\\' ^ 0x02)};
     __asm__("" : "+x"(k.flip), "+x"(k.max), "+x"(k.backslash));
     return k;
 }
 
 /* 0xff in each byte of flipped that is <= 0x20. */
-static ALWAYS_INLINE __m128i quote_or_control(__m128i flipped, const scan_consts *k)
-{
+static ALWAYS_INLINE __m128i quote_or_control(__m128i flipped, const scan_consts *k) {
     return _mm_cmpeq_epi8(_mm_min_epu8(flipped, k->max), flipped);
 }
 
-static ALWAYS_INLINE __m128i load_flipped(const unsigned char *p, const scan_consts *k)
-{
+static ALWAYS_INLINE __m128i load_flipped(const unsigned char *p, const scan_consts *k) {
     return _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)p), k->flip);
 }
 
 /* Bit i set when byte i of the 16 at p is a stop byte. */
-static ALWAYS_INLINE unsigned stop_mask16(const unsigned char *p, const scan_consts *k)
-{
+static ALWAYS_INLINE unsigned stop_mask16(const unsigned char *p, const scan_consts *k) {
     __m128i v = load_flipped(p, k);
     __m128i stop = _mm_or_si128(quote_or_control(v, k), _mm_cmpeq_epi8(v, k->backslash));
     return (unsigned)_mm_movemask_epi8(stop);
@@ -185,8 +183,7 @@ static ALWAYS_INLINE unsigned stop_mask16(const unsigned char *p, const scan_con
 
 /* Whether the 64 bytes at p hold a stop byte. The quote/control test is
  * done once, on the bytewise minimum of the four blocks. */
-static ALWAYS_INLINE int has_stop64(const unsigned char *p, const scan_consts *k)
-{
+static ALWAYS_INLINE int has_stop64(const unsigned char *p, const scan_consts *k) {
     __m128i a = load_flipped(p, k), b = load_flipped(p + 16, k);
     __m128i c = load_flipped(p + 32, k), d = load_flipped(p + 48, k);
     __m128i low = _mm_min_epu8(_mm_min_epu8(a, b), _mm_min_epu8(c, d));
@@ -201,8 +198,7 @@ typedef struct {
     int unused;
 } scan_consts;
 
-static ALWAYS_INLINE scan_consts make_scan_consts(void)
-{
+static ALWAYS_INLINE scan_consts make_scan_consts(void) {
     scan_consts k = {0};
     return k;
 }
@@ -214,10 +210,8 @@ static ALWAYS_INLINE scan_consts make_scan_consts(void)
  * (`padded`) the NUL after the line stops every loop, so none checks the
  * end; each load starts at or before that NUL and reads at most 64 bytes. */
 static ALWAYS_INLINE const unsigned char *scan_string(const unsigned char *p,
-                                                      const unsigned char *end,
-                                                      int padded, const scan_consts *k,
-                                                      int *escaped)
-{
+                                                      const unsigned char *end, int padded,
+                                                      const scan_consts *k, int *escaped) {
     (void)k; /* unused without SSE2 */
     for (;;) {
         /* Most bytes of a message are string bodies: skip ordinary bytes
@@ -273,8 +267,7 @@ static ALWAYS_INLINE const unsigned char *scan_string(const unsigned char *p,
 /* Whether the escaped key k[0..n) (already validated) decodes to lit. The
  * routing keys are ASCII, so an escape that decodes to anything else
  * cannot match and the decoder never needs to produce UTF-8. */
-static int key_equals(const unsigned char *k, size_t n, const char *lit)
-{
+static int key_equals(const unsigned char *k, size_t n, const char *lit) {
     const unsigned char *end = k + n;
 
     while (k < end) {
@@ -282,18 +275,29 @@ static int key_equals(const unsigned char *k, size_t n, const char *lit)
         if (c == '\\') {
             c = *k++;
             switch (c) {
-            case 'b': c = '\b'; break;
-            case 'f': c = '\f'; break;
-            case 'n': c = '\n'; break;
-            case 'r': c = '\r'; break;
-            case 't': c = '\t'; break;
+            case 'b':
+                c = '\b';
+                break;
+            case 'f':
+                c = '\f';
+                break;
+            case 'n':
+                c = '\n';
+                break;
+            case 'r':
+                c = '\r';
+                break;
+            case 't':
+                c = '\t';
+                break;
             case 'u':
                 c = (unsigned)hex4(k, end);
                 k += 4;
                 if (c >= 0x80)
                     return 0;
                 break;
-            default: break; /* '"', '\\' and '/' stand for themselves */
+            default:
+                break; /* '"', '\\' and '/' stand for themselves */
             }
         }
         if (*lit == '\0' || (unsigned char)*lit != c)
@@ -304,23 +308,20 @@ static int key_equals(const unsigned char *k, size_t n, const char *lit)
 }
 
 /* Unaligned loads for comparing short keys (memcpy compiles to one mov). */
-static inline uint32_t load32(const void *p)
-{
+static inline uint32_t load32(const void *p) {
     uint32_t v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline uint64_t load64(const void *p)
-{
+static inline uint64_t load64(const void *p) {
     uint64_t v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
 /* The routing field an escaped top-level key names, or NULL (rare). */
-static sb_token *escaped_key_slot(sb_fields *out, const unsigned char *k, size_t n)
-{
+static sb_token *escaped_key_slot(sb_fields *out, const unsigned char *k, size_t n) {
     if (key_equals(k, n, "id"))
         return &out->id;
     if (key_equals(k, n, "sessionId"))
@@ -336,8 +337,7 @@ static sb_token *escaped_key_slot(sb_fields *out, const unsigned char *k, size_t
 
 /* The routing field a top-level key names, or NULL. */
 static ALWAYS_INLINE sb_token *key_slot(sb_fields *out, const unsigned char *k, size_t n,
-                                        int escaped)
-{
+                                        int escaped) {
     if (escaped)
         return escaped_key_slot(out, k, n);
     switch (n) {
@@ -358,16 +358,22 @@ static ALWAYS_INLINE sb_token *key_slot(sb_fields *out, const unsigned char *k, 
 
 /* The type of the value that starts with byte c (only meaningful when the
  * value then parses). */
-static ALWAYS_INLINE sb_json_type type_of(unsigned char c)
-{
+static ALWAYS_INLINE sb_json_type type_of(unsigned char c) {
     switch (c) {
-    case '{': return SB_JSON_OBJECT;
-    case '[': return SB_JSON_ARRAY;
-    case '"': return SB_JSON_STRING;
-    case 't': return SB_JSON_TRUE;
-    case 'f': return SB_JSON_FALSE;
-    case 'n': return SB_JSON_NULL;
-    default: return SB_JSON_NUMBER;
+    case '{':
+        return SB_JSON_OBJECT;
+    case '[':
+        return SB_JSON_ARRAY;
+    case '"':
+        return SB_JSON_STRING;
+    case 't':
+        return SB_JSON_TRUE;
+    case 'f':
+        return SB_JSON_FALSE;
+    case 'n':
+        return SB_JSON_NULL;
+    default:
+        return SB_JSON_NUMBER;
     }
 }
 
@@ -381,9 +387,8 @@ static ALWAYS_INLINE sb_json_type type_of(unsigned char c)
  * between tokens, so each state first tests for the byte it expects and
  * skips whitespace only when that fails.
  * *out is all ABSENT on entry. */
-static ALWAYS_INLINE int parse_core(const unsigned char *base, size_t len,
-                                    const char *line, int padded, sb_fields *out)
-{
+static ALWAYS_INLINE int parse_core(const unsigned char *base, size_t len, const char *line,
+                                    int padded, sb_fields *out) {
     const unsigned char *p = base;
     const unsigned char *const end = base + len;
     unsigned char closers[SB_FIELDS_MAX_DEPTH + 1];
@@ -442,8 +447,17 @@ value: /* a value is expected at p, maybe after whitespace */
             return STDIO_BUS_ERR;
         p += 4;
         goto value_end;
-    case '-': case '0': case '1': case '2': case '3': case '4':
-    case '5': case '6': case '7': case '8': case '9':
+    case '-':
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9':
         /* -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
         if (*p == '-' && (++p, AT_END(p)))
             return STDIO_BUS_ERR;
@@ -471,7 +485,10 @@ value: /* a value is expected at p, maybe after whitespace */
                 ;
         }
         goto value_end;
-    case ' ': case '\t': case '\n': case '\r':
+    case ' ':
+    case '\t':
+    case '\n':
+    case '\r':
         SKIP_WS(p); /* then a non-blank byte, or the end */
         goto value;
     default:
@@ -558,7 +575,7 @@ after_value: /* a ',', a closing bracket or the end is expected at p */
     SKIP_WS(p);
     goto after_value;
 
-finish: /* the top-level value ended (or the input did) */
+finish:                         /* the top-level value ended (or the input did) */
     if (depth != 0 || p != end) /* p != end: a NUL of the line's own */
         return STDIO_BUS_ERR;
     for (p = base; IS_WS(*p); p++) /* to the first byte of the value */
@@ -571,8 +588,7 @@ finish: /* the top-level value ended (or the input did) */
  * out of line (as is parse_in_place) so that each has its own frame and
  * register allocation: about 2.1 KB of stack for this one, 1 KB for the
  * other. */
-static NOINLINE int parse_padded(const char *line, size_t len, sb_fields *out)
-{
+static NOINLINE int parse_padded(const char *line, size_t len, sb_fields *out) {
     unsigned char copy[SB_FIELDS_PAD_MAX + PAD_BYTES];
 
     memcpy(copy, line, len);
@@ -581,13 +597,11 @@ static NOINLINE int parse_padded(const char *line, size_t len, sb_fields *out)
 }
 #endif
 
-static NOINLINE int parse_in_place(const char *line, size_t len, sb_fields *out)
-{
+static NOINLINE int parse_in_place(const char *line, size_t len, sb_fields *out) {
     return parse_core((const unsigned char *)line, len, line, 0, out);
 }
 
-int sb_fields_parse(const char *line, size_t len, sb_fields *out)
-{
+int sb_fields_parse(const char *line, size_t len, sb_fields *out) {
     int rc;
 
     memset(out, 0, sizeof *out);

@@ -22,8 +22,7 @@
  * pipe's worth of lines. The idle sweep gives it back. */
 #define SB_FRAME_BUSY_CAP 65536
 
-void sb_frame_init(sb_frame *f, size_t max)
-{
+void sb_frame_init(sb_frame *f, size_t max) {
     f->data = NULL;
     f->start = 0;
     f->scanned = 0;
@@ -33,14 +32,12 @@ void sb_frame_init(sb_frame *f, size_t max)
     f->filled = 0;
 }
 
-void sb_frame_fini(sb_frame *f)
-{
+void sb_frame_fini(sb_frame *f) {
     free(f->data);
     sb_frame_init(f, f->max);
 }
 
-char *sb_frame_space(sb_frame *f, size_t *avail)
-{
+char *sb_frame_space(sb_frame *f, size_t *avail) {
     /* Slide the unread bytes to the front. Each byte moves at most once:
      * after the move it sits at or after start, and only bytes behind
      * lines already returned get moved. */
@@ -78,20 +75,17 @@ char *sb_frame_space(sb_frame *f, size_t *avail)
     return f->data + f->len;
 }
 
-void sb_frame_commit(sb_frame *f, size_t n)
-{
+void sb_frame_commit(sb_frame *f, size_t n) {
     assert(n <= f->cap - f->len);
     f->filled = n == f->cap - f->len;
     f->len += n;
 }
 
-long sb_frame_next(sb_frame *f, const char **line)
-{
+long sb_frame_next(sb_frame *f, const char **line) {
     size_t pending = f->len - f->start;
 
     if (f->scanned < pending) {
-        const char *nl = memchr(f->data + f->start + f->scanned, '\n',
-                                pending - f->scanned);
+        const char *nl = memchr(f->data + f->start + f->scanned, '\n', pending - f->scanned);
         if (nl != NULL) {
             size_t n = (size_t)(nl - (f->data + f->start)) + 1;
             *line = f->data + f->start;
@@ -107,20 +101,17 @@ long sb_frame_next(sb_frame *f, const char **line)
     return STDIO_BUS_EAGAIN;
 }
 
-void sb_frame_unread(sb_frame *f, size_t n)
-{
+void sb_frame_unread(sb_frame *f, size_t n) {
     assert(n <= f->start);
     f->start -= n;
     f->scanned = 0;
 }
 
-size_t sb_frame_pending(const sb_frame *f)
-{
+size_t sb_frame_pending(const sb_frame *f) {
     return f->len - f->start;
 }
 
-void sb_frame_shrink(sb_frame *f)
-{
+void sb_frame_shrink(sb_frame *f) {
     if (f->len - f->start > 0)
         return;
     free(f->data);

@@ -94,14 +94,30 @@ static size_t canon_string(const char *raw, size_t len, char *buf) {
         if (++i + 1 >= len)
             return 0;
         switch (raw[i]) {
-        case '"': buf[o++] = '"'; break;
-        case '\\': buf[o++] = '\\'; break;
-        case '/': buf[o++] = '/'; break;
-        case 'b': buf[o++] = '\b'; break;
-        case 'f': buf[o++] = '\f'; break;
-        case 'n': buf[o++] = '\n'; break;
-        case 'r': buf[o++] = '\r'; break;
-        case 't': buf[o++] = '\t'; break;
+        case '"':
+            buf[o++] = '"';
+            break;
+        case '\\':
+            buf[o++] = '\\';
+            break;
+        case '/':
+            buf[o++] = '/';
+            break;
+        case 'b':
+            buf[o++] = '\b';
+            break;
+        case 'f':
+            buf[o++] = '\f';
+            break;
+        case 'n':
+            buf[o++] = '\n';
+            break;
+        case 'r':
+            buf[o++] = '\r';
+            break;
+        case 't':
+            buf[o++] = '\t';
+            break;
         case 'u': {
             unsigned cp, lo;
             if (i + 5 >= len || !hex4(raw + i + 1, &cp))

@@ -29,14 +29,16 @@ static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
  * left, so one stopped with Ctrl-S may still block a line: accepted. */
 #define SB_LOG_LINE_MAX 2048
 
-static long dropped;                /* lines lost since stderr last took one */
-static char tail[SB_LOG_LINE_MAX];  /* the unwritten end of a line cut short */
+static long dropped;               /* lines lost since stderr last took one */
+static char tail[SB_LOG_LINE_MAX]; /* the unwritten end of a line cut short */
 static size_t tail_len;
-static int stderr_kind = -1;        /* -1 unknown, 0 not a socket, 1 socket */
-int sb_log_owing;                   /* dropped || tail_len */
+static int stderr_kind = -1; /* -1 unknown, 0 not a socket, 1 socket */
+int sb_log_owing;            /* dropped || tail_len */
 unsigned sb_log_clears;
 
-void sb_log_set_level(sb_log_level level) { sb_log_threshold = level; }
+void sb_log_set_level(sb_log_level level) {
+    sb_log_threshold = level;
+}
 
 int sb_log_parse_level(const char *name, sb_log_level *out) {
     static const char *const lower[] = {"debug", "info", "warn", "error"};
@@ -49,7 +51,7 @@ int sb_log_parse_level(const char *name, sb_log_level *out) {
     return STDIO_BUS_EINVAL;
 }
 
-#define LOG_FULL (-1)  /* stderr takes nothing now */
+#define LOG_FULL   (-1) /* stderr takes nothing now */
 #define LOG_BROKEN (-2) /* stderr failed: closed, gone, out of space */
 
 /* Writes what stderr takes now without blocking. Returns the bytes
@@ -113,8 +115,9 @@ static int catch_up(void) {
     }
     if (dropped) {
         char note[128];
-        int n = snprintf(note, sizeof note,
-                         "stdio_bus: %ld log line(s) dropped: stderr was not taking them\n", dropped);
+        int n =
+            snprintf(note, sizeof note,
+                     "stdio_bus: %ld log line(s) dropped: stderr was not taking them\n", dropped);
         int rc = write_line(note, (size_t)n);
         if (rc < 0)
             return rc == LOG_FULL ? 0 : LOG_BROKEN;
@@ -148,8 +151,8 @@ void sb_log(sb_log_level level, const char *ctx, const char *fmt, ...) {
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, now.tv_nsec / 1000000, level_names[level]);
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     now.tv_nsec / 1000000, level_names[level]);
     if (ctx && n < (int)sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, "[%s] ", ctx);
     if (n < (int)sizeof line) {

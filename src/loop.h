@@ -16,8 +16,8 @@ typedef void (*sb_loop_fn)(void *data, int fd, short revents);
 typedef struct {
     sb_loop_fn fn;
     void *data;
-    uint32_t gen;     /* bumped at every (re)registration */
-    int dense;        /* index in pfds, -1 when not registered */
+    uint32_t gen; /* bumped at every (re)registration */
+    int dense;    /* index in pfds, -1 when not registered */
 } sb_loop_slot;
 
 typedef struct {

@@ -78,8 +78,8 @@ int sb_net_unlink_unix(const char *path, const sb_net_unix_id *id) {
     return unlink(path) == 0;
 }
 
-int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bound_size,
-                      char *err, size_t err_size) {
+int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bound_size, char *err,
+                      size_t err_size) {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;

@@ -26,8 +26,8 @@ int sb_net_unlink_unix(const char *path, const sb_net_unix_id *id);
 /* Binds exactly host:port (IPv4 literal, IPv6 literal or name) and
  * listens. Returns the fd or STDIO_BUS_ERR with a reason in err; *bound
  * gets the address actually bound, e.g. "127.0.0.1:40123". */
-int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bound_size,
-                      char *err, size_t err_size);
+int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bound_size, char *err,
+                      size_t err_size);
 
 /* True when bytes can be read from the socket fd now (a peek; nothing is
  * consumed). False at end of stream, on an error such as a reset, or when

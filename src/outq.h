@@ -16,7 +16,7 @@ typedef struct {
     size_t head; /* first unwritten byte */
     size_t len;  /* bytes after head */
     size_t cap;
-    size_t max;  /* max_output_queue */
+    size_t max; /* max_output_queue */
 } sb_outq;
 
 void sb_outq_init(sb_outq *q, size_t max);
@@ -35,8 +35,12 @@ int sb_outq_flush(sb_outq *q, int fd);
  * sb_outq_flush, with STDIO_BUS_ERR also for out of memory. */
 int sb_outq_send(sb_outq *q, int fd, const char *bytes, size_t n);
 
-static inline size_t sb_outq_len(const sb_outq *q) { return q->len; }
-static inline bool sb_outq_over(const sb_outq *q) { return q->len > q->max; }
+static inline size_t sb_outq_len(const sb_outq *q) {
+    return q->len;
+}
+static inline bool sb_outq_over(const sb_outq *q) {
+    return q->len > q->max;
+}
 
 /* Drops every queued byte. */
 void sb_outq_clear(sb_outq *q);

@@ -15,23 +15,26 @@ typedef enum { SB_PEER_FREE = 0, SB_PEER_CLIENT, SB_PEER_WORKER } sb_peer_kind;
 
 typedef struct sb_peer {
     sb_peer_kind kind;
-    int index;          /* router id: client slot or worker id */
-    int in_fd;          /* client socket / stdin; worker stdout; -1 when closed */
-    int out_fd;         /* client socket / stdout; worker stdin; -1 when closed */
+    int index;  /* router id: client slot or worker id */
+    int in_fd;  /* client socket / stdin; worker stdout; -1 when closed */
+    int out_fd; /* client socket / stdout; worker stdin; -1 when closed */
     sb_frame in;
     sb_outq out;
     struct sb_peer *blocked_on; /* SB-7.3.1-1: paused until this output drains */
-    int64_t full_since_ms;      /* SB-7.3.1-2: when out went over its cap; 0 = not */
-    int64_t held_since_ms;      /* SB-I-45: its next line waits for an id to be free; 0 = not */
-    int64_t ending_by_ms;       /* SB-I-41: input ended, answers owed until then; 0 = not */
-    int64_t closing_since_ms;   /* SB-X-14: not read, closed once out is written; 0 = not */
+    int waiters; /* inputs paused on this output, or more (one that closed while paused) */
+    int64_t full_since_ms;    /* SB-7.3.1-2: when out went over its cap; 0 = not */
+    int64_t held_since_ms;    /* SB-I-45: its next line waits for an id to be free; 0 = not */
+    int64_t ending_by_ms;     /* SB-I-41: input ended, answers owed until then; 0 = not */
+    int64_t closing_since_ms; /* SB-X-14: not read, closed once out is written; 0 = not */
     bool in_eof;
-    bool doomed;                /* close after the current dispatch */
-    bool queued;                /* on the ready list: has buffered lines to process */
-    bool active;                /* read since the last idle sweep */
-    bool dirty;                 /* on the flush list: out has bytes not yet tried */
-    bool in_parked;             /* in_fd taken off the loop: hung up while paused */
-    char name[64];              /* log context */
+    bool doomed;    /* close after the current dispatch */
+    bool queued;    /* on the ready list: has buffered lines to process */
+    bool active;    /* read since the last idle sweep */
+    bool dirty;     /* on the flush list: out has bytes not yet tried */
+    bool in_parked; /* in_fd taken off the loop: hung up while paused */
+    char name[64];  /* log context */
+    /* its owner's loop handler (client connections / worker supervision) */
+    void (*on_event)(void *data, int fd, short revents);
 } sb_peer;
 
 #endif

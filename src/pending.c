@@ -127,8 +127,8 @@ int sb_pending_add(sb_pending *t, int receiver, int sender, sb_idkey id, const c
     return insert(t, receiver, sender, id, key_hash(receiver, id), session, session_len);
 }
 
-int sb_pending_add_unique(sb_pending *t, int receiver, int sender, sb_idkey id,
-                          const char *session, size_t session_len) {
+int sb_pending_add_unique(sb_pending *t, int receiver, int sender, sb_idkey id, const char *session,
+                          size_t session_len) {
     uint32_t h = key_hash(receiver, id);
     if (find_value(t, receiver, id, h))
         return STDIO_BUS_EAGAIN;
@@ -220,8 +220,8 @@ int sb_pending_drop_receiver(sb_pending *t, int receiver,
     return dropped;
 }
 
-int sb_pending_drop_sender(sb_pending *t, int sender,
-                           void (*visit)(void *ctx, const sb_request *r), void *ctx) {
+int sb_pending_drop_sender(sb_pending *t, int sender, void (*visit)(void *ctx, const sb_request *r),
+                           void *ctx) {
     int dropped = 0;
     while (t->send_head[sender] != NIL) {
         int32_t index = t->send_head[sender];

@@ -33,11 +33,11 @@ typedef struct {
     int sender;
     uint64_t seq;
     uint32_t hash;
-    uint8_t id_len;       /* 0 = free slot */
-    uint8_t id_plain;     /* the id is its own canonical form (idkey.h) */
-    uint16_t session_len; /* 0 = the request had no sessionId */
-    char id[STDIO_BUS_MAX_REQUEST_ID_LEN + 2];          /* raw token */
-    char session[STDIO_BUS_MAX_SESSION_ID_LEN + 2];     /* raw token */
+    uint8_t id_len;                                 /* 0 = free slot */
+    uint8_t id_plain;                               /* the id is its own canonical form (idkey.h) */
+    uint16_t session_len;                           /* 0 = the request had no sessionId */
+    char id[STDIO_BUS_MAX_REQUEST_ID_LEN + 2];      /* raw token */
+    char session[STDIO_BUS_MAX_SESSION_ID_LEN + 2]; /* raw token */
 } sb_request;
 
 typedef struct {
@@ -67,8 +67,8 @@ int sb_pending_add(sb_pending *t, int receiver, int sender, sb_idkey id, const c
 
 /* sb_pending_add, unless receiver already holds an id of the same value
  * (sb_pending_holds): then STDIO_BUS_EAGAIN and nothing is recorded. */
-int sb_pending_add_unique(sb_pending *t, int receiver, int sender, sb_idkey id,
-                          const char *session, size_t session_len);
+int sb_pending_add_unique(sb_pending *t, int receiver, int sender, sb_idkey id, const char *session,
+                          size_t session_len);
 
 /* True when receiver has an entry whose id has the same value as this one
  * (idkey.h): the same token, or one a re-serialising worker would write the
@@ -85,8 +85,8 @@ int sb_pending_take(sb_pending *t, int receiver, sb_idkey id, const char *sessio
  * be NULL) on each first. Returns how many were removed. */
 int sb_pending_drop_receiver(sb_pending *t, int receiver,
                              void (*visit)(void *ctx, const sb_request *r), void *ctx);
-int sb_pending_drop_sender(sb_pending *t, int sender,
-                           void (*visit)(void *ctx, const sb_request *r), void *ctx);
+int sb_pending_drop_sender(sb_pending *t, int sender, void (*visit)(void *ctx, const sb_request *r),
+                           void *ctx);
 
 /* Turns every entry of this sender into an orphan (see above), calling
  * visit first. Returns how many. */

@@ -29,7 +29,53 @@ void sb_router_fini(sb_router *r) {
     memset(r, 0, sizeof *r);
 }
 
-void sb_router_set_running(sb_router *r, int worker, bool running) { r->running[worker] = running; }
+void sb_router_set_running(sb_router *r, int worker, bool running) {
+    r->running[worker] = running;
+}
+
+int sb_router_drop_client(sb_router *r, int client, void (*on_request)(void *, const sb_request *),
+                          void *ctx, int *requests) {
+    int sessions = sb_sessions_drop_client(&r->sessions, client, NULL, NULL);
+    *requests = sb_pending_orphan_sender(&r->requests, client, on_request, ctx);
+    r->orphans += *requests;
+    sb_pending_drop_receiver(&r->upstream, client, NULL, NULL);
+    return sessions;
+}
+
+int sb_router_drop_sessions(sb_router *r, int worker,
+                            void (*on_session)(void *, const sb_session *), void *ctx) {
+    return sb_sessions_drop_worker(&r->sessions, worker, on_session, ctx);
+}
+
+typedef struct {
+    sb_router *r;
+    void (*on_request)(void *, const sb_request *);
+    void *ctx;
+} drop_visit;
+
+static void drop_visit_request(void *ctx, const sb_request *q) {
+    drop_visit *v = ctx;
+    if (q->sender < 0)
+        v->r->orphans--; /* its client left already */
+    else if (v->on_request)
+        v->on_request(v->ctx, q);
+}
+
+int sb_router_drop_worker(sb_router *r, int worker, void (*on_request)(void *, const sb_request *),
+                          void *ctx) {
+    drop_visit v = {r, on_request, ctx};
+    int n = sb_pending_drop_receiver(&r->requests, worker, drop_visit_request, &v);
+    sb_pending_drop_sender(&r->upstream, worker, NULL, NULL);
+    return n;
+}
+
+bool sb_router_client_has_pending(const sb_router *r, int client) {
+    return r->requests.send_head[client] >= 0;
+}
+
+bool sb_router_requests_full(const sb_router *r) {
+    return r->requests.count >= r->requests.capacity;
+}
 
 int sb_router_set_affinity(sb_router *r, sb_affinity_mode mode) {
     if (mode != SB_AFFINITY_NONE &&
@@ -118,8 +164,8 @@ typedef struct {
  * a worker's answer carries only the id, so two such requests on one worker
  * could get each other's answers (SB-I-3, SB-I-45). */
 static bool record_on(sb_router *r, int w, const sb_request_key *q) {
-    return sb_pending_add_unique(&r->requests, w, q->client, q->id, q->session,
-                                 q->session_len) != STDIO_BUS_EAGAIN;
+    return sb_pending_add_unique(&r->requests, w, q->client, q->id, q->session, q->session_len) !=
+           STDIO_BUS_EAGAIN;
 }
 
 /* Round-robin over running workers (SB-6.1.1-1, SB-6.1.3-1, SB-I-11). A
@@ -184,8 +230,8 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     if (is_response(&d.fields) && d.fields.method.type == SB_JSON_ABSENT) {
         /* SB-I-14: the client answers a server-to-client request. */
         if (has_id) {
-            int w = sb_pending_take(&r->upstream, client, key_of(id),
-                                    has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0);
+            int w = sb_pending_take(&r->upstream, client, key_of(id), has_sid ? sid->raw : NULL,
+                                    has_sid ? sid->raw_len : 0);
             if (w >= 0 && r->running[w]) {
                 d.action = SB_ROUTE_TO_WORKER;
                 d.target = w;
@@ -245,7 +291,8 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
                 return d;
             }
             if (target < 0) {
-                drop(&d, target == SB_PICK_DOWN ? SB_WHY_WORKER_DOWN : SB_WHY_NO_WORKER); /* SB-I-12 */
+                drop(&d,
+                     target == SB_PICK_DOWN ? SB_WHY_WORKER_DOWN : SB_WHY_NO_WORKER); /* SB-I-12 */
                 return d;
             }
             /* SB-6.1.1-2, SB-6.1.1-3 */
@@ -283,6 +330,8 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
                                               has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0)
                             : STDIO_BUS_ENOTFOUND;
         if (client < 0) { /* SB-6.3.1-4, SB-I-23 */
+            if (client == SB_PENDING_ORPHAN)
+                r->orphans--; /* its entry is gone with the answer */
             drop(&d, client == SB_PENDING_ORPHAN ? SB_WHY_CLIENT_GONE : SB_WHY_UNKNOWN_ID);
             return d;
         }
@@ -299,8 +348,7 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
         if (has_id && d.fields.method.type != SB_JSON_ABSENT)
             /* SB-I-15: remember the server-to-client request so the client's
              * reply finds its way back. A full table only loses that. */
-            sb_pending_add(&r->upstream, s->client, worker, key_of(id), sid->raw,
-                           sid->raw_len);
+            sb_pending_add(&r->upstream, s->client, worker, key_of(id), sid->raw, sid->raw_len);
         d.action = SB_ROUTE_TO_CLIENT;
         d.target = s->client;
         return d;
@@ -324,27 +372,48 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
 
 const char *sb_router_why(sb_route_why why) {
     switch (why) {
-    case SB_WHY_NONE: return "routed";
-    case SB_WHY_NOT_JSON: return "not valid JSON";
-    case SB_WHY_NOT_OBJECT: return "valid JSON but not an object";
-    case SB_WHY_BAD_ID_TYPE: return "id is not a string, number or null";
-    case SB_WHY_BAD_SESSION_TYPE: return "sessionId is not a string";
-    case SB_WHY_BAD_METHOD_TYPE: return "method is not a string";
-    case SB_WHY_ID_TOO_LONG: return "id longer than STDIO_BUS_MAX_REQUEST_ID_LEN";
-    case SB_WHY_SESSION_TOO_LONG: return "sessionId longer than STDIO_BUS_MAX_SESSION_ID_LEN";
-    case SB_WHY_NO_WORKER: return "no running worker";
-    case SB_WHY_FOREIGN_SESSION: return "sessionId is owned by another client";
-    case SB_WHY_SESSIONS_FULL: return "session table full (STDIO_BUS_MAX_SESSIONS)";
-    case SB_WHY_PENDING_FULL: return "pending request table full (STDIO_BUS_MAX_PENDING_REQUESTS)";
-    case SB_WHY_UNKNOWN_ID: return "response id not in the pending request table";
-    case SB_WHY_CLIENT_GONE: return "the client that sent the request has disconnected";
-    case SB_WHY_UNKNOWN_SESSION: return "sessionId not in the session table";
-    case SB_WHY_UNROUTABLE: return "neither a response with an id nor a sessionId";
-    case SB_WHY_NO_REQUEST: return "client response matches no request";
-    case SB_WHY_WORKER_DOWN: return "the connection's worker is not running";
-    case SB_WHY_UNBOUND_WORKER: return "no sessionId, and no client is bound to the worker";
-    case SB_WHY_SHARED_WORKER: return "no sessionId, and several clients are bound to the worker";
-    case SB_WHY_ID_IN_USE: return "an id of the same value is pending on the worker";
+    case SB_WHY_NONE:
+        return "routed";
+    case SB_WHY_NOT_JSON:
+        return "not valid JSON";
+    case SB_WHY_NOT_OBJECT:
+        return "valid JSON but not an object";
+    case SB_WHY_BAD_ID_TYPE:
+        return "id is not a string, number or null";
+    case SB_WHY_BAD_SESSION_TYPE:
+        return "sessionId is not a string";
+    case SB_WHY_BAD_METHOD_TYPE:
+        return "method is not a string";
+    case SB_WHY_ID_TOO_LONG:
+        return "id longer than STDIO_BUS_MAX_REQUEST_ID_LEN";
+    case SB_WHY_SESSION_TOO_LONG:
+        return "sessionId longer than STDIO_BUS_MAX_SESSION_ID_LEN";
+    case SB_WHY_NO_WORKER:
+        return "no running worker";
+    case SB_WHY_FOREIGN_SESSION:
+        return "sessionId is owned by another client";
+    case SB_WHY_SESSIONS_FULL:
+        return "session table full (STDIO_BUS_MAX_SESSIONS)";
+    case SB_WHY_PENDING_FULL:
+        return "pending request table full (STDIO_BUS_MAX_PENDING_REQUESTS)";
+    case SB_WHY_UNKNOWN_ID:
+        return "response id not in the pending request table";
+    case SB_WHY_CLIENT_GONE:
+        return "the client that sent the request has disconnected";
+    case SB_WHY_UNKNOWN_SESSION:
+        return "sessionId not in the session table";
+    case SB_WHY_UNROUTABLE:
+        return "neither a response with an id nor a sessionId";
+    case SB_WHY_NO_REQUEST:
+        return "client response matches no request";
+    case SB_WHY_WORKER_DOWN:
+        return "the connection's worker is not running";
+    case SB_WHY_UNBOUND_WORKER:
+        return "no sessionId, and no client is bound to the worker";
+    case SB_WHY_SHARED_WORKER:
+        return "no sessionId, and several clients are bound to the worker";
+    case SB_WHY_ID_IN_USE:
+        return "an id of the same value is pending on the worker";
     }
     return "?";
 }

@@ -17,9 +17,9 @@ typedef enum {
     SB_ROUTE_IGNORE = 0, /* blank line (SB-I-6) */
     SB_ROUTE_TO_WORKER,
     SB_ROUTE_TO_CLIENT,
-    SB_ROUTE_DROP,       /* discard and log a warning; the source stays */
-    SB_ROUTE_REJECT,     /* malformed: close the client (4.3) / fail the worker (5.3) */
-    SB_ROUTE_HOLD        /* SB-I-45: not now; nothing was recorded, offer it again after
+    SB_ROUTE_DROP,   /* discard and log a warning; the source stays */
+    SB_ROUTE_REJECT, /* malformed: close the client (4.3) / fail the worker (5.3) */
+    SB_ROUTE_HOLD    /* SB-I-45: not now; nothing was recorded, offer it again after
                           * a pending request ends (the client reads nothing meanwhile) */
 } sb_route_action;
 
@@ -53,12 +53,12 @@ typedef enum {
 typedef struct {
     sb_route_action action;
     sb_route_why why;
-    int target;        /* worker or client id for TO_WORKER / TO_CLIENT */
-    int other;         /* FOREIGN_SESSION: the owning client */
-    bool is_request;   /* a client line with an id and no result/error */
-    bool new_session;  /* SB-6.1.1: the line created its session */
-    bool new_binding;  /* SB-X-11: the line bound its connection to the worker */
-    sb_fields fields;  /* raw tokens point into the line */
+    int target;       /* worker or client id for TO_WORKER / TO_CLIENT */
+    int other;        /* FOREIGN_SESSION: the owning client */
+    bool is_request;  /* a client line with an id and no result/error */
+    bool new_session; /* SB-6.1.1: the line created its session */
+    bool new_binding; /* SB-X-11: the line bound its connection to the worker */
+    sb_fields fields; /* raw tokens point into the line */
 } sb_route;
 
 typedef struct {
@@ -68,9 +68,10 @@ typedef struct {
     bool *running;       /* per worker: may receive messages */
     int worker_count;
     int client_slots;
-    int rr_next;         /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
+    int rr_next;                    /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
     sb_affinity_mode affinity_mode; /* SB_AFFINITY_NONE unless sb_router_set_affinity */
     sb_affinity affinity;           /* allocated only when affinity_mode is set */
+    int orphans; /* requests of clients that have left, still pending (SB-I-23, SB-I-47) */
 } sb_router;
 
 /* Allocates every table once, sized from the hard limits. Workers start
@@ -91,6 +92,30 @@ int sb_router_set_affinity(sb_router *r, sb_affinity_mode mode);
 
 sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_t len);
 sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_t len);
+
+/* The router's bookkeeping when a peer leaves. Callbacks may be NULL.
+ *
+ * A client left (SB-7.2-1..3): its sessions end; its requests in flight
+ * stay as orphans until their worker answers or exits, so a late answer
+ * reaches no one, not a newcomer reusing the id (SB-I-23); the requests
+ * workers sent it are dropped. on_request sees each request orphaned.
+ * Returns the sessions ended; *requests = the requests orphaned. */
+int sb_router_drop_client(sb_router *r, int client, void (*on_request)(void *, const sb_request *),
+                          void *ctx, int *requests);
+/* The worker's sessions end (SB-5.3, SB-7.1.2-3); on_session sees each
+ * first. Returns how many. */
+int sb_router_drop_sessions(sb_router *r, int worker,
+                            void (*on_session)(void *, const sb_session *), void *ctx);
+/* The worker exited (SB-7.1.2-4): its pending requests are discarded, and
+ * the requests it sent to clients. on_request sees each discarded request
+ * of a client still connected (those of departed clients leave the orphan
+ * count). Returns how many requests were discarded. */
+int sb_router_drop_worker(sb_router *r, int worker, void (*on_request)(void *, const sb_request *),
+                          void *ctx);
+/* Whether the client has a request pending on a worker. */
+bool sb_router_client_has_pending(const sb_router *r, int client);
+/* Whether the pending request table is full (SB-I-47). */
+bool sb_router_requests_full(const sb_router *r);
 
 /* Human-readable reason for logs. */
 const char *sb_router_why(sb_route_why why);

@@ -117,8 +117,8 @@ void sb_sessions_remove(sb_sessions *t, sb_session *s) {
     t->count--;
 }
 
-int sb_sessions_drop_worker(sb_sessions *t, int worker, void (*visit)(void *ctx, const sb_session *s),
-                            void *ctx) {
+int sb_sessions_drop_worker(sb_sessions *t, int worker,
+                            void (*visit)(void *ctx, const sb_session *s), void *ctx) {
     int dropped = 0;
     while (t->worker_head[worker] != NIL) {
         sb_session *s = &t->entries[t->worker_head[worker]];
@@ -130,8 +130,8 @@ int sb_sessions_drop_worker(sb_sessions *t, int worker, void (*visit)(void *ctx,
     return dropped;
 }
 
-int sb_sessions_drop_client(sb_sessions *t, int client, void (*visit)(void *ctx, const sb_session *s),
-                            void *ctx) {
+int sb_sessions_drop_client(sb_sessions *t, int client,
+                            void (*visit)(void *ctx, const sb_session *s), void *ctx) {
     int dropped = 0;
     while (t->client_head[client] != NIL) {
         sb_session *s = &t->entries[t->client_head[client]];

@@ -19,7 +19,7 @@ typedef struct {
     int worker;
     int client;
     uint32_t hash;
-    uint16_t key_len; /* 0 = free slot */
+    uint16_t key_len;                           /* 0 = free slot */
     char key[STDIO_BUS_MAX_SESSION_ID_LEN + 2]; /* raw token, quotes included */
 } sb_session;
 
@@ -54,9 +54,9 @@ void sb_sessions_remove(sb_sessions *t, sb_session *s);
 
 /* Removes every session of a worker / of a client; calls visit (may be
  * NULL) on each before removing it. Returns how many were removed. */
-int sb_sessions_drop_worker(sb_sessions *t, int worker, void (*visit)(void *ctx, const sb_session *s),
-                            void *ctx);
-int sb_sessions_drop_client(sb_sessions *t, int client, void (*visit)(void *ctx, const sb_session *s),
-                            void *ctx);
+int sb_sessions_drop_worker(sb_sessions *t, int worker,
+                            void (*visit)(void *ctx, const sb_session *s), void *ctx);
+int sb_sessions_drop_client(sb_sessions *t, int client,
+                            void (*visit)(void *ctx, const sb_session *s), void *ctx);
 
 #endif

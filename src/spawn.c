@@ -45,12 +45,15 @@ static char **build_env(char *const extra[]) {
 
 static void child_exec(const char *path, char *const argv[], char **env, int in[2], int out[2],
                        int err[2], int report_fd) {
-    /* Reset what the daemon changed: handlers and mask are inherited. */
-    sigset_t all;
-    sigemptyset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
+    /* Reset what the daemon changed: handlers and mask are inherited. The
+     * dispositions go first, while every signal is still blocked (see
+     * sb_spawn), so none of the daemon's handlers can run in the child. */
     for (int s = 1; s < NSIG; s++)
-        signal(s, SIG_DFL);
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
 
     if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0 ||
         dup2(err[1], STDERR_FILENO) < 0)
@@ -73,11 +76,25 @@ int sb_spawn(const char *path, char *const argv[], char *const extra_env[], sb_c
         pipe2(err, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0)
         goto fail;
 
-    pid_t pid = fork();
-    if (pid < 0)
+    /* Every signal blocked around fork(), as libuv's uv_spawn does: a
+     * signal arriving between fork() and the reset in child_exec would run
+     * the daemon's handler in the child, which writes the signal number to
+     * the daemon's self-pipe (shared with the parent after fork) and so
+     * reports a signal the daemon never got, e.g. a SIGTERM meant for the
+     * child as a shutdown request. The parent restores its mask at once. */
+    sigset_t all, saved_mask;
+    sigfillset(&all);
+    if (sigprocmask(SIG_SETMASK, &all, &saved_mask) < 0)
         goto fail;
+    pid_t pid = fork();
     if (pid == 0)
         child_exec(path, argv, env, in, out, err, report[1]);
+    int fork_errno = errno;
+    sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+    if (pid < 0) {
+        errno = fork_errno;
+        goto fail;
+    }
 
     free(env);
     env = NULL;

@@ -1,6 +1,7 @@
 /* Spawning a worker process (spec 3.3: fork/exec with stdin/stdout pipes),
  * the libuv way: every fd close-on-exec, exec errors reported back through
- * a close-on-exec pipe, signal dispositions and mask reset in the child,
+ * a close-on-exec pipe, every signal blocked around fork() (the parent's
+ * mask restored after), signal dispositions and mask reset in the child,
  * _exit(127) when exec fails, only async-signal-safe calls between fork and
  * exec (the environment is built before fork). */
 #ifndef SB_SPAWN_H

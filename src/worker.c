@@ -56,12 +56,10 @@ int sb_worker_start(sb_worker *w) {
     char *extra_env[] = {w->env_id, w->env_pool, NULL};
     sb_child child;
     int exec_errno;
-    w->state = SB_WORKER_STARTING;
     w->pid = -1;
     w->reaped = false;
     sb_worker_name(w);
     if (sb_spawn(w->pool->resolved, w->pool->argv, extra_env, &child, &exec_errno) < 0) {
-        w->state = SB_WORKER_STOPPED;
         if (exec_errno)
             sb_error(w->peer.name, "exec %s failed: %s", w->pool->resolved, strerror(exec_errno));
         else
@@ -80,7 +78,6 @@ int sb_worker_start(sb_worker *w) {
     w->kill_at_ms = 0;
     w->lost_ms = 0;
     w->muted = false;
-    w->state = SB_WORKER_RUNNING; /* exec succeeded */
     sb_worker_name(w);
     sb_info(w->peer.name, "started %s", w->pool->resolved);
     return STDIO_BUS_OK;
@@ -100,8 +97,10 @@ static int64_t now_ms(void) {
 static void report_dropped(sb_worker *w) {
     if (!w->relay_dropped)
         return;
-    sb_warn(w->peer.name, "%zu byte(s) of worker stderr dropped (%ld line(s)): over %d bytes of log "
-            "per second", w->relay_dropped, w->relay_dropped_lines, SB_WORKER_STDERR_BUDGET);
+    sb_warn(w->peer.name,
+            "%zu byte(s) of worker stderr dropped (%ld line(s)): over %d bytes of log "
+            "per second",
+            w->relay_dropped, w->relay_dropped_lines, SB_WORKER_STDERR_BUDGET);
     w->relay_dropped = 0;
     w->relay_dropped_lines = 0;
 }

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Appendix B. Only supervise.c changes a worker's state (sb_worker_init
+ * sets the first, STOPPED). */
 typedef enum {
     SB_WORKER_STARTING = 0,
     SB_WORKER_RUNNING,
@@ -22,19 +24,19 @@ typedef enum {
  * worker writing empty lines as fast as it can would otherwise make the
  * daemon write ~90 bytes of log per byte. Counted per relayed line as its
  * text plus SB_WORKER_RELAY_LINE_COST for the prefix. */
-#define SB_WORKER_STDERR_BUDGET (256 * 1024)
+#define SB_WORKER_STDERR_BUDGET   (256 * 1024)
 #define SB_WORKER_RELAY_LINE_COST 96
 
 typedef struct {
-    sb_peer peer;        /* in_fd = its stdout, out_fd = its stdin */
+    sb_peer peer; /* in_fd = its stdout, out_fd = its stdin */
     int id;
     const sb_pool_config *pool;
     sb_worker_state state;
-    pid_t pid;           /* > 0 while a process exists (until reaped) */
-    bool reaped;         /* waitpid() collected it: the pid may be reused, never signal it */
+    pid_t pid;   /* > 0 while a process exists (until reaped) */
+    bool reaped; /* waitpid() collected it: the pid may be reused, never signal it */
     int stderr_fd;
     size_t stderr_len;
-    char *stderr_buf;    /* SB_WORKER_STDERR_LINE bytes (SB-I-7) */
+    char *stderr_buf;       /* SB_WORKER_STDERR_LINE bytes (SB-I-7) */
     int64_t relay_since_ms; /* start of the current second of relayed stderr */
     size_t relay_used;      /* log bytes it cost in that second */
     size_t relay_dropped;   /* stderr bytes dropped since last reported */
@@ -57,9 +59,9 @@ const char *sb_worker_state_name(sb_worker_state s);
 int sb_worker_init(sb_worker *w, int id, const sb_pool_config *pool, const sb_limits *limits);
 void sb_worker_fini(sb_worker *w);
 
-/* Forks and execs the pool's command (STARTING -> RUNNING). Returns 0, or
- * STDIO_BUS_ERR when no process could be started (state STOPPED, reason
- * logged). */
+/* Forks and execs the pool's command. Returns 0 once exec succeeded, or
+ * STDIO_BUS_ERR when no process could be started (reason logged). The
+ * state is its supervision's (supervise.c), which sets it around this. */
 int sb_worker_start(sb_worker *w);
 
 /* Sends sig to the process if it exists and was not reaped yet. */

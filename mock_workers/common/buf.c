@@ -9,24 +9,21 @@
 
 #include "common/diag.h"
 
-void *mc_xmalloc(size_t n)
-{
+void *mc_xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p)
         mc_diag_oom();
     return p;
 }
 
-void *mc_xcalloc(size_t n, size_t size)
-{
+void *mc_xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p)
         mc_diag_oom();
     return p;
 }
 
-void *mc_xrealloc(void *p, size_t n, size_t size)
-{
+void *mc_xrealloc(void *p, size_t n, size_t size) {
     if (size && n > SIZE_MAX / size)
         mc_diag_oom();
     size_t bytes = n * size;
@@ -36,8 +33,7 @@ void *mc_xrealloc(void *p, size_t n, size_t size)
     return q;
 }
 
-char *mc_xstrndup(const char *s, size_t n)
-{
+char *mc_xstrndup(const char *s, size_t n) {
     if (n == SIZE_MAX)
         mc_diag_oom();
     char *p = mc_xmalloc(n + 1);
@@ -46,23 +42,20 @@ char *mc_xstrndup(const char *s, size_t n)
     return p;
 }
 
-void mc_buf_init(mc_buf *b)
-{
+void mc_buf_init(mc_buf *b) {
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
 }
 
-void mc_buf_fini(mc_buf *b)
-{
+void mc_buf_fini(mc_buf *b) {
     free(b->data);
     mc_buf_init(b);
 }
 
 /* Room for n more bytes plus the terminating NUL; a size that would
  * overflow is treated as out of memory. */
-static void reserve(mc_buf *b, size_t n)
-{
+static void reserve(mc_buf *b, size_t n) {
     if (n >= SIZE_MAX - b->len)
         mc_diag_oom();
     size_t need = b->len + n + 1;
@@ -78,8 +71,7 @@ static void reserve(mc_buf *b, size_t n)
     b->cap = cap;
 }
 
-void mc_buf_append(mc_buf *b, const void *p, size_t n)
-{
+void mc_buf_append(mc_buf *b, const void *p, size_t n) {
     reserve(b, n);
     if (n)
         memcpy(b->data + b->len, p, n);
@@ -87,13 +79,11 @@ void mc_buf_append(mc_buf *b, const void *p, size_t n)
     b->data[b->len] = '\0';
 }
 
-void mc_buf_puts(mc_buf *b, const char *s)
-{
+void mc_buf_puts(mc_buf *b, const char *s) {
     mc_buf_append(b, s, strlen(s));
 }
 
-void mc_buf_printf(mc_buf *b, const char *fmt, ...)
-{
+void mc_buf_printf(mc_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
@@ -107,16 +97,14 @@ void mc_buf_printf(mc_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-void mc_buf_fill(mc_buf *b, char c, size_t n)
-{
+void mc_buf_fill(mc_buf *b, char c, size_t n) {
     reserve(b, n);
     memset(b->data + b->len, c, n);
     b->len += n;
     b->data[b->len] = '\0';
 }
 
-void mc_buf_consume(mc_buf *b, size_t n)
-{
+void mc_buf_consume(mc_buf *b, size_t n) {
     if (n >= b->len) {
         mc_buf_clear(b);
         return;
@@ -126,15 +114,13 @@ void mc_buf_consume(mc_buf *b, size_t n)
     b->data[b->len] = '\0';
 }
 
-void mc_buf_clear(mc_buf *b)
-{
+void mc_buf_clear(mc_buf *b) {
     b->len = 0;
     if (b->data)
         b->data[0] = '\0';
 }
 
-char *mc_buf_take(mc_buf *b, size_t *len)
-{
+char *mc_buf_take(mc_buf *b, size_t *len) {
     if (!b->data) {
         reserve(b, 0);
         b->data[0] = '\0';

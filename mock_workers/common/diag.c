@@ -10,20 +10,17 @@ static const char *program = "mock_common";
 static int oom_status = 1;
 static bool verbose;
 
-void mc_diag_init(const char *name, int status)
-{
+void mc_diag_init(const char *name, int status) {
     program = name;
     oom_status = status;
 }
 
-void mc_diag_set_verbose(bool on)
-{
+void mc_diag_set_verbose(bool on) {
     verbose = on;
 }
 
 /* A fixed buffer, not mc_buf: this is also the out-of-memory path. */
-static void vnote(const char *fmt, va_list ap)
-{
+static void vnote(const char *fmt, va_list ap) {
     char line[1024];
     int saved = errno;
     int n = snprintf(line, sizeof line, "%s[%ld]: ", program, (long)getpid());
@@ -50,16 +47,14 @@ static void vnote(const char *fmt, va_list ap)
     errno = saved;
 }
 
-void mc_diag_note(const char *fmt, ...)
-{
+void mc_diag_note(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vnote(fmt, ap);
     va_end(ap);
 }
 
-void mc_diag_debug(const char *fmt, ...)
-{
+void mc_diag_debug(const char *fmt, ...) {
     if (!verbose)
         return;
     va_list ap;
@@ -68,8 +63,7 @@ void mc_diag_debug(const char *fmt, ...)
     va_end(ap);
 }
 
-void mc_diag_oom(void)
-{
+void mc_diag_oom(void) {
     mc_diag_note("out of memory");
     /* _exit: no atexit handler may run now (LeakSanitizer's would turn the
      * documented exit status into its own). */

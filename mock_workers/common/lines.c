@@ -9,21 +9,18 @@
 
 #define READ_CHUNK 65536
 
-void mc_lines_init(mc_lines *l)
-{
+void mc_lines_init(mc_lines *l) {
     mc_buf_init(&l->buf);
     l->start = 0;
     l->scanned = 0;
 }
 
-void mc_lines_fini(mc_lines *l)
-{
+void mc_lines_fini(mc_lines *l) {
     mc_buf_fini(&l->buf);
     mc_lines_init(l);
 }
 
-ssize_t mc_lines_read(mc_lines *l, int fd)
-{
+ssize_t mc_lines_read(mc_lines *l, int fd) {
     mc_buf_consume(&l->buf, l->start);
     l->scanned -= l->start;
     l->start = 0;
@@ -40,8 +37,7 @@ ssize_t mc_lines_read(mc_lines *l, int fd)
     return r;
 }
 
-bool mc_lines_next(mc_lines *l, const char **line, size_t *len)
-{
+bool mc_lines_next(mc_lines *l, const char **line, size_t *len) {
     size_t from = l->scanned > l->start ? l->scanned : l->start;
     const char *nl = from < l->buf.len ? memchr(l->buf.data + from, '\n', l->buf.len - from) : NULL;
     if (!nl) {
@@ -56,15 +52,13 @@ bool mc_lines_next(mc_lines *l, const char **line, size_t *len)
     return true;
 }
 
-size_t mc_lines_rest(const mc_lines *l, const char **p)
-{
+size_t mc_lines_rest(const mc_lines *l, const char **p) {
     if (p)
         *p = l->buf.data ? l->buf.data + l->start : "";
     return l->buf.len - l->start;
 }
 
-void mc_lines_clear(mc_lines *l)
-{
+void mc_lines_clear(mc_lines *l) {
     mc_buf_clear(&l->buf);
     l->start = 0;
     l->scanned = 0;

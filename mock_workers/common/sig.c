@@ -11,8 +11,7 @@
 
 static int write_fd = -1;
 
-static void on_signal(int signo)
-{
+static void on_signal(int signo) {
     int saved = errno;
     unsigned char b = (unsigned char)signo;
     ssize_t r = write(write_fd, &b, 1);
@@ -20,16 +19,14 @@ static void on_signal(int signo)
     errno = saved;
 }
 
-static int prepare(int fd)
-{
+static int prepare(int fd) {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
         return MC_ERR;
     return fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? MC_ERR : MC_OK;
 }
 
-int mc_sig_open(void)
-{
+int mc_sig_open(void) {
     int fds[2];
     if (pipe(fds) < 0)
         return MC_ERR;
@@ -59,8 +56,7 @@ int mc_sig_open(void)
     return fds[0];
 }
 
-void mc_sig_close(int fd)
-{
+void mc_sig_close(int fd) {
     /* Closed on the way out: a late SIGTERM (a daemon may send a second at
      * shutdown) must not cut the exit short. Under ASan, LeakSanitizer's
      * check at exit runs in a cloned tracer process, which a death by the
@@ -74,8 +70,7 @@ void mc_sig_close(int fd)
     write_fd = -1;
 }
 
-int mc_sig_next(int fd)
-{
+int mc_sig_next(int fd) {
     unsigned char b;
     ssize_t r;
     do {

@@ -6,7 +6,7 @@
 #ifndef MC_STATUS_H
 #define MC_STATUS_H
 
-#define MC_OK         0
+#define MC_OK        0
 #define MC_ERR       -1
 #define MC_EAGAIN    -2
 #define MC_EOF       -3

@@ -14,7 +14,10 @@ typedef struct mc_stdio {
 } mc_stdio;
 
 /* A closed mc_stdio, safe to pass to mc_stdio_close. */
-#define MC_STDIO_CLOSED { .sig_fd = -1, .flags = { -1, -1 } }
+#define MC_STDIO_CLOSED                                                                            \
+    {                                                                                              \
+        .sig_fd = -1, .flags = { -1, -1 }                                                          \
+    }
 
 /* What woke mc_stdio_wait. */
 typedef struct mc_ready {

@@ -5,15 +5,13 @@
 
 #include "common/buf.h"
 
-static void add_session(mc_buf *b, const char *sid_raw)
-{
+static void add_session(mc_buf *b, const char *sid_raw) {
     if (sid_raw)
         mc_buf_printf(b, ",\"sessionId\":%s", sid_raw);
 }
 
 bool mw_bad_emit(mw_out *out, mw_bad_kind kind, const char *id_raw, const char *sid_raw,
-                 long bytes)
-{
+                 long bytes) {
     static const char binary[] = "\x00\x01\x02\x03\xff\xfe\xfd\x80\x81 binary \x00\n";
     bool replaces = false;
     bool newline = true;
@@ -37,8 +35,9 @@ bool mw_bad_emit(mw_out *out, mw_bad_kind kind, const char *id_raw, const char *
         mc_buf_append(&b, binary, sizeof binary - 2); /* newline added below */
         break;
     case MW_BAD_BADUTF8:
-        mc_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"text\":\"\xc3\x28\xa0\xa1\xff\"}",
-                      id_raw);
+        mc_buf_printf(
+            &b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"text\":\"\xc3\x28\xa0\xa1\xff\"}",
+            id_raw);
         add_session(&b, sid_raw);
         mc_buf_puts(&b, "}");
         replaces = true;

@@ -18,14 +18,12 @@
 
 #define BIG (1L << 30)
 
-static bool is_blank(const char *p, size_t n)
-{
+static bool is_blank(const char *p, size_t n) {
     return mw_raw_trim(p, n).n == 0;
 }
 
 /* Copy of the raw token of top-level member key, or NULL. */
-static char *raw_copy(const char *line, size_t len, const char *key)
-{
+static char *raw_copy(const char *line, size_t len, const char *key) {
     mw_span sp;
     if (mw_raw_field(line, len, key, &sp) != MC_OK)
         return NULL;
@@ -33,8 +31,7 @@ static char *raw_copy(const char *line, size_t len, const char *key)
 }
 
 /* cJSON rendering of item, in memory from mc_xmalloc (free()). */
-static char *render(const cJSON *item)
-{
+static char *render(const cJSON *item) {
     char *p = cJSON_PrintUnformatted(item);
     if (!p)
         return mc_xstrndup("null", 4);
@@ -44,8 +41,7 @@ static char *render(const cJSON *item)
 }
 
 /* Integer directive clamped to [lo, hi]; dflt when absent or not a number. */
-static long num(const cJSON *mock, const char *key, long dflt, long lo, long hi)
-{
+static long num(const cJSON *mock, const char *key, long dflt, long lo, long hi) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(mock, key);
     if (!cJSON_IsNumber(it))
         return dflt;
@@ -57,8 +53,7 @@ static long num(const cJSON *mock, const char *key, long dflt, long lo, long hi)
     return (long)v;
 }
 
-static const cJSON *mock_of(const cJSON *msg)
-{
+static const cJSON *mock_of(const cJSON *msg) {
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     const cJSON *mock = cJSON_GetObjectItemCaseSensitive(params, "mock");
     if (mock && !cJSON_IsObject(mock)) {
@@ -70,8 +65,7 @@ static const cJSON *mock_of(const cJSON *msg)
 
 /* exit, signal and stall, which apply to notifications too. Returns true
  * when the message ends the worker (nothing else to do for it). */
-static bool apply_actions(mw_worker *w, const cJSON *mock)
-{
+static bool apply_actions(mw_worker *w, const cJSON *mock) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(mock, "exit");
     if (cJSON_IsNumber(it)) {
         mw_worker_terminate(w, (int)num(mock, "exit", 0, 0, 255), 0);
@@ -99,8 +93,7 @@ static bool apply_actions(mw_worker *w, const cJSON *mock)
 }
 
 /* emit/emit_repeat for a notification (requests go through req.c). */
-static void emit_now(mw_worker *w, const cJSON *mock)
-{
+static void emit_now(mw_worker *w, const cJSON *mock) {
     const cJSON *emit = cJSON_GetObjectItemCaseSensitive(mock, "emit");
     if (cJSON_IsString(emit)) {
         long repeat = num(mock, "emit_repeat", 1, 0, BIG);
@@ -117,8 +110,7 @@ static void emit_now(mw_worker *w, const cJSON *mock)
         mw_worker_terminate(w, MW_EXIT_OK, 0);
 }
 
-static void send_server_request(mw_worker *w, mw_req *r, const cJSON *spec)
-{
+static void send_server_request(mw_worker *w, mw_req *r, const cJSON *spec) {
     const cJSON *method = cJSON_GetObjectItemCaseSensitive(spec, "method");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(spec, "params");
     mc_buf b;
@@ -143,8 +135,7 @@ static void send_server_request(mw_worker *w, mw_req *r, const cJSON *spec)
     mc_buf_fini(&b);
 }
 
-static void directives(mw_worker *w, mw_req *r, const cJSON *mock, int64_t now)
-{
+static void directives(mw_worker *w, mw_req *r, const cJSON *mock, int64_t now) {
     const mw_opts *o = w->opts;
     const cJSON *it;
     long delay = num(mock, "delay_ms", o->delay_ms, 0, BIG);
@@ -184,8 +175,7 @@ static void directives(mw_worker *w, mw_req *r, const cJSON *mock, int64_t now)
 }
 
 static void handle_request(mw_worker *w, const cJSON *msg, const char *line, size_t len,
-                           int64_t now)
-{
+                           int64_t now) {
     const mw_opts *o = w->opts;
     const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
     mw_req *r = mw_req_new();
@@ -201,8 +191,7 @@ static void handle_request(mw_worker *w, const cJSON *msg, const char *line, siz
         return;
     }
 
-    if (!w->triggered && !o->trigger_start &&
-        mw_worker_trigger(w, r->id_raw, r->sid_raw, now)) {
+    if (!w->triggered && !o->trigger_start && mw_worker_trigger(w, r->id_raw, r->sid_raw, now)) {
         mw_req_free(r); /* the trigger's output stands in for the answer */
         return;
     }
@@ -216,8 +205,7 @@ static void handle_request(mw_worker *w, const cJSON *msg, const char *line, siz
     mw_worker_reqs_done(w);
 }
 
-static void handle_notification(mw_worker *w, const cJSON *msg, const char *method)
-{
+static void handle_notification(mw_worker *w, const cJSON *msg, const char *method) {
     if (strcmp(method, "notifications/cancelled") == 0) {
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
         const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
@@ -236,8 +224,7 @@ static void handle_notification(mw_worker *w, const cJSON *msg, const char *meth
 }
 
 static void handle_response(mw_worker *w, const cJSON *msg, const char *line, size_t len,
-                            int64_t now)
-{
+                            int64_t now) {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
     if (!id) {
         mc_diag_note("response without an id: ignored");
@@ -251,17 +238,15 @@ static void handle_response(mw_worker *w, const cJSON *msg, const char *line, si
     free(norm);
 }
 
-static bool only_ws(const char *p, const char *end)
-{
+static bool only_ws(const char *p, const char *end) {
     return mw_raw_trim(p, (size_t)(end - p)).n == 0;
 }
 
 /* --strict-members: the first top-level member outside the JSON-RPC 2.0
  * envelope, or NULL. A strict schema validator (the MCP TypeScript SDK's)
  * drops such a message; behind the bus every sessionId is one (SB-W-12). */
-static const char *foreign_member(const cJSON *msg)
-{
-    static const char *const envelope[] = { "jsonrpc", "id", "method", "params", "result", "error" };
+static const char *foreign_member(const cJSON *msg) {
+    static const char *const envelope[] = {"jsonrpc", "id", "method", "params", "result", "error"};
     for (const cJSON *it = msg->child; it; it = it->next) {
         bool known = false;
         for (size_t i = 0; i < sizeof envelope / sizeof envelope[0]; i++)
@@ -272,8 +257,7 @@ static const char *foreign_member(const cJSON *msg)
     return NULL;
 }
 
-static void handle(mw_worker *w, const char *line, size_t len, int64_t now)
-{
+static void handle(mw_worker *w, const char *line, size_t len, int64_t now) {
     const char *end = NULL;
     cJSON *msg = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!msg || !only_ws(end, line + len) || !cJSON_IsObject(msg)) {
@@ -308,8 +292,7 @@ static void handle(mw_worker *w, const char *line, size_t len, int64_t now)
     cJSON_Delete(msg);
 }
 
-void mw_dispatch_line(mw_worker *w, const char *line, size_t len, int64_t now)
-{
+void mw_dispatch_line(mw_worker *w, const char *line, size_t len, int64_t now) {
     const mw_opts *o = w->opts;
     if (is_blank(line, len))
         return;

@@ -24,8 +24,7 @@
  * must not read further (terminating, stalled): lines already buffered
  * then stay unhandled, so what the mock does never depends on how the
  * input happened to be chunked. */
-static void handle_lines(mw_worker *w)
-{
+static void handle_lines(mw_worker *w) {
     const char *line;
     size_t n;
     while (!w->pending && !w->quit && !w->stall_read && mc_lines_next(&w->in, &line, &n)) {
@@ -34,8 +33,7 @@ static void handle_lines(mw_worker *w)
     }
 }
 
-static void on_eof(mw_worker *w)
-{
+static void on_eof(mw_worker *w) {
     w->eof = true;
     /* A last line without newline still counts as a line. */
     const char *rest;
@@ -52,8 +50,7 @@ static void on_eof(mw_worker *w)
     mw_out_release(&w->out);
 }
 
-static void read_input(mw_worker *w)
-{
+static void read_input(mw_worker *w) {
     ssize_t r = mc_lines_read(&w->in, STDIN_FILENO);
     if (r == MC_ERR) {
         mc_diag_note("read from stdin: %s", strerror(errno));
@@ -65,8 +62,7 @@ static void read_input(mw_worker *w)
     }
 }
 
-static void on_signals(mw_worker *w, int64_t now)
-{
+static void on_signals(mw_worker *w, int64_t now) {
     int signo;
     while ((signo = mc_sig_next(w->stdio.sig_fd)) > 0) {
         const char *name = mw_signals_name(signo);
@@ -91,8 +87,7 @@ static void on_signals(mw_worker *w, int64_t now)
 }
 
 /* Carries out a terminate once the output queued before it is written. */
-static void finish_pending(mw_worker *w)
-{
+static void finish_pending(mw_worker *w) {
     mw_out_release(&w->out);
     if (mw_out_queued(&w->out) > 0)
         return;
@@ -107,13 +102,11 @@ static void finish_pending(mw_worker *w)
 }
 
 /* EOF drain: exit 0 once every in-flight answer is out. */
-static bool drained(const mw_worker *w)
-{
+static bool drained(const mw_worker *w) {
     return w->eof && !w->opts->eof_stay && w->reqs.n == 0 && mw_out_queued(&w->out) == 0;
 }
 
-static int64_t next_deadline(const mw_worker *w, int64_t now)
-{
+static int64_t next_deadline(const mw_worker *w, int64_t now) {
     int64_t d = mw_out_deadline(&w->out, now);
     d = mc_clock_earliest(d, w->term_at);
     if (!w->pending) {
@@ -124,8 +117,7 @@ static int64_t next_deadline(const mw_worker *w, int64_t now)
     return d;
 }
 
-int mw_loop_run(mw_worker *w)
-{
+int mw_loop_run(mw_worker *w) {
     const mw_opts *o = w->opts;
     int64_t now = mc_clock_now();
 
@@ -172,8 +164,8 @@ int mw_loop_run(mw_worker *w)
         bool want_in = !w->eof && !w->stall_read && !w->pending;
         int timeout = mc_clock_timeout_ms(next_deadline(w, now), now);
         mc_ready ready;
-        int waited = mc_stdio_wait(&w->stdio, want_in, mw_out_wants_pollout(&w->out, now),
-                                   timeout, &ready);
+        int waited =
+            mc_stdio_wait(&w->stdio, want_in, mw_out_wants_pollout(&w->out, now), timeout, &ready);
         if (waited == MC_EAGAIN)
             continue;
         if (waited < 0) {

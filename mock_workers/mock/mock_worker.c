@@ -10,8 +10,7 @@
 #include "status.h"
 #include "worker.h"
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mc_diag_init("mock_worker", MW_EXIT_IO);
     mw_opts opts;
     int rc = mw_opts_parse(&opts, argc, argv);

@@ -18,8 +18,7 @@ struct mw_unit {
     int64_t ready_at; /* the current piece may not start before this */
 };
 
-void mw_out_init(mw_out *o, int fd, const mw_log *log, size_t coalesce)
-{
+void mw_out_init(mw_out *o, int fd, const mw_log *log, size_t coalesce) {
     memset(o, 0, sizeof *o);
     o->fd = fd;
     o->log = log;
@@ -27,8 +26,7 @@ void mw_out_init(mw_out *o, int fd, const mw_log *log, size_t coalesce)
     mc_buf_init(&o->held);
 }
 
-static void free_units(mw_out *o)
-{
+static void free_units(mw_out *o) {
     while (o->head) {
         mw_unit *u = o->head;
         o->head = u->next;
@@ -39,15 +37,13 @@ static void free_units(mw_out *o)
     o->queued = 0;
 }
 
-void mw_out_fini(mw_out *o)
-{
+void mw_out_fini(mw_out *o) {
     free_units(o);
     mc_buf_fini(&o->held);
 }
 
 /* Takes ownership of data. */
-static void push_unit(mw_out *o, char *data, size_t len, long pieces, int64_t pause_ns)
-{
+static void push_unit(mw_out *o, char *data, size_t len, long pieces, int64_t pause_ns) {
     if (o->stalled || len == 0) {
         free(data);
         return;
@@ -68,8 +64,7 @@ static void push_unit(mw_out *o, char *data, size_t len, long pieces, int64_t pa
     o->queued += len;
 }
 
-void mw_out_release(mw_out *o)
-{
+void mw_out_release(mw_out *o) {
     if (o->held.len == 0)
         return;
     size_t len;
@@ -78,8 +73,7 @@ void mw_out_release(mw_out *o)
     push_unit(o, data, len, 1, 0);
 }
 
-void mw_out_line(mw_out *o, const char *p, size_t n)
-{
+void mw_out_line(mw_out *o, const char *p, size_t n) {
     if (o->stalled)
         return;
     if (o->coalesce > 1) {
@@ -92,8 +86,7 @@ void mw_out_line(mw_out *o, const char *p, size_t n)
     mw_out_bytes(o, p, n, 1, 0, true);
 }
 
-void mw_out_bytes(mw_out *o, const char *p, size_t n, long pieces, int64_t pause_ns, bool newline)
-{
+void mw_out_bytes(mw_out *o, const char *p, size_t n, long pieces, int64_t pause_ns, bool newline) {
     if (o->stalled)
         return;
     mw_out_release(o); /* keep the stream in order */
@@ -104,8 +97,7 @@ void mw_out_bytes(mw_out *o, const char *p, size_t n, long pieces, int64_t pause
     push_unit(o, data, n, pieces, pause_ns);
 }
 
-void mw_out_stall(mw_out *o)
-{
+void mw_out_stall(mw_out *o) {
     /* What was queued before the stall still goes out: whether it had been
      * written yet depends only on how the input was chunked. */
     mw_out_release(o);
@@ -113,8 +105,7 @@ void mw_out_stall(mw_out *o)
 }
 
 /* One `out` record per line of a fully written unit. */
-static void log_unit(const mw_out *o, const mw_unit *u)
-{
+static void log_unit(const mw_out *o, const mw_unit *u) {
     size_t start = 0;
     while (start < u->len) {
         const char *nl = memchr(u->data + start, '\n', u->len - start);
@@ -124,13 +115,11 @@ static void log_unit(const mw_out *o, const mw_unit *u)
     }
 }
 
-static size_t piece_end(const mw_unit *u)
-{
+static size_t piece_end(const mw_unit *u) {
     return (u->piece + 1) * u->len / u->pieces;
 }
 
-int mw_out_write(mw_out *o, int64_t now)
-{
+int mw_out_write(mw_out *o, int64_t now) {
     while (o->head) {
         mw_unit *u = o->head;
         if (u->ready_at > now)
@@ -160,17 +149,14 @@ int mw_out_write(mw_out *o, int64_t now)
     return MC_OK;
 }
 
-size_t mw_out_queued(const mw_out *o)
-{
+size_t mw_out_queued(const mw_out *o) {
     return o->queued;
 }
 
-bool mw_out_wants_pollout(const mw_out *o, int64_t now)
-{
+bool mw_out_wants_pollout(const mw_out *o, int64_t now) {
     return o->head && o->head->ready_at <= now;
 }
 
-int64_t mw_out_deadline(const mw_out *o, int64_t now)
-{
+int64_t mw_out_deadline(const mw_out *o, int64_t now) {
     return o->head && o->head->ready_at > now ? o->head->ready_at : 0;
 }

@@ -21,11 +21,11 @@ typedef struct mw_out {
     int fd;
     const mw_log *log; /* borrowed */
     mw_unit *head, *tail;
-    size_t queued;     /* bytes in units, not yet written */
-    mc_buf held;       /* lines held back for --coalesce */
+    size_t queued; /* bytes in units, not yet written */
+    mc_buf held;   /* lines held back for --coalesce */
     size_t held_lines;
-    size_t coalesce;   /* <= 1: no holding */
-    bool stalled;      /* "stall: write": nothing new is ever queued */
+    size_t coalesce; /* <= 1: no holding */
+    bool stalled;    /* "stall: write": nothing new is ever queued */
 } mw_out;
 
 void mw_out_init(mw_out *o, int fd, const mw_log *log, size_t coalesce);

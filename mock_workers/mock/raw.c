@@ -5,13 +5,11 @@
 
 #include "common/status.h"
 
-static int is_ws(char c)
-{
+static int is_ws(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-static size_t skip_ws(const char *s, size_t n, size_t i)
-{
+static size_t skip_ws(const char *s, size_t n, size_t i) {
     while (i < n && is_ws(s[i]))
         i++;
     return i;
@@ -19,8 +17,7 @@ static size_t skip_ws(const char *s, size_t n, size_t i)
 
 /* s[i] is '"'. Returns the index just past the closing quote, or 0 if the
  * string is unterminated (a string always ends at index >= 2). */
-static size_t skip_string(const char *s, size_t n, size_t i)
-{
+static size_t skip_string(const char *s, size_t n, size_t i) {
     for (i++; i < n; i++) {
         if (s[i] == '\\')
             i++;
@@ -31,8 +28,7 @@ static size_t skip_string(const char *s, size_t n, size_t i)
 }
 
 /* Returns the index just past the value starting at s[i], or 0 on error. */
-static size_t skip_value(const char *s, size_t n, size_t i)
-{
+static size_t skip_value(const char *s, size_t n, size_t i) {
     if (i >= n)
         return 0;
     if (s[i] == '"')
@@ -63,8 +59,7 @@ static size_t skip_value(const char *s, size_t n, size_t i)
     return i > start ? i : 0;
 }
 
-int mw_raw_field(const char *s, size_t n, const char *key, mw_span *out)
-{
+int mw_raw_field(const char *s, size_t n, const char *key, mw_span *out) {
     size_t klen = strlen(key);
     size_t i = skip_ws(s, n, 0);
     if (i >= n || s[i] != '{')
@@ -96,14 +91,13 @@ int mw_raw_field(const char *s, size_t n, const char *key, mw_span *out)
     return MC_ENOTFOUND;
 }
 
-mw_span mw_raw_trim(const char *s, size_t n)
-{
+mw_span mw_raw_trim(const char *s, size_t n) {
     while (n > 0 && is_ws(s[0])) {
         s++;
         n--;
     }
     while (n > 0 && is_ws(s[n - 1]))
         n--;
-    mw_span sp = { s, n };
+    mw_span sp = {s, n};
     return sp;
 }

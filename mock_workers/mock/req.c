@@ -13,8 +13,7 @@
 #include "log.h"
 
 /* JSON string of an environment variable, or null. */
-static char *env_json(const char *name)
-{
+static char *env_json(const char *name) {
     const char *v = getenv(name);
     if (!v)
         return mc_xstrndup("null", 4);
@@ -26,8 +25,7 @@ static char *env_json(const char *name)
     return copy;
 }
 
-void mw_reqs_init(mw_reqs *t, mw_out *out, const mw_log *log, const mw_opts *opts)
-{
+void mw_reqs_init(mw_reqs *t, mw_out *out, const mw_log *log, const mw_opts *opts) {
     memset(t, 0, sizeof *t);
     t->out = out;
     t->log = log;
@@ -38,8 +36,7 @@ void mw_reqs_init(mw_reqs *t, mw_out *out, const mw_log *log, const mw_opts *opt
     t->pool_json = env_json("STDIO_BUS_POOL_ID");
 }
 
-void mw_reqs_fini(mw_reqs *t)
-{
+void mw_reqs_fini(mw_reqs *t) {
     for (size_t i = 0; i < t->n; i++)
         mw_req_free(t->v[i]);
     free(t->v);
@@ -49,23 +46,20 @@ void mw_reqs_fini(mw_reqs *t)
     memset(t, 0, sizeof *t);
 }
 
-bool mw_reqs_take_exit(mw_reqs *t)
-{
+bool mw_reqs_take_exit(mw_reqs *t) {
     bool due = t->exit_due;
     t->exit_due = false;
     return due;
 }
 
-mw_req *mw_req_new(void)
-{
+mw_req *mw_req_new(void) {
     mw_req *r = mc_xmalloc(sizeof *r);
     memset(r, 0, sizeof *r);
     r->split = 1;
     return r;
 }
 
-void mw_req_free(mw_req *r)
-{
+void mw_req_free(mw_req *r) {
     if (!r)
         return;
     free(r->id_raw);
@@ -81,15 +75,13 @@ void mw_req_free(mw_req *r)
     free(r);
 }
 
-static void remove_at(mw_reqs *t, size_t i)
-{
+static void remove_at(mw_reqs *t, size_t i) {
     mw_req_free(t->v[i]);
     memmove(t->v + i, t->v + i + 1, (t->n - i - 1) * sizeof t->v[0]);
     t->n--;
 }
 
-static void progress(mw_reqs *t, mw_req *r)
-{
+static void progress(mw_reqs *t, mw_req *r) {
     mc_buf b;
     mc_buf_init(&b);
     mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
@@ -104,8 +96,7 @@ static void progress(mw_reqs *t, mw_req *r)
 }
 
 /* The echo answer (README "echo"), with the directives that shape it. */
-static void build_answer(const mw_reqs *t, const mw_req *r, mc_buf *b)
-{
+static void build_answer(const mw_reqs *t, const mw_req *r, mc_buf *b) {
     mc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
     mc_buf_puts(b, r->reply_id ? r->reply_id : r->id_raw);
     mc_buf_puts(b, ",\"result\":{\"method\":");
@@ -137,8 +128,7 @@ static void build_answer(const mw_reqs *t, const mw_req *r, mc_buf *b)
     mc_buf_puts(b, "}");
 }
 
-static void answer(mw_reqs *t, mw_req *r)
-{
+static void answer(mw_reqs *t, mw_req *r) {
     const mw_opts *o = t->opts;
     if (o->sleep_ms > 0)
         mc_clock_sleep_ms(o->sleep_ms); /* a worker busy computing: nothing else runs */
@@ -170,8 +160,7 @@ static void answer(mw_reqs *t, mw_req *r)
 }
 
 /* Queues what is due for r. Returns true once r is finished. */
-static bool step(mw_reqs *t, mw_req *r, int64_t now)
-{
+static bool step(mw_reqs *t, mw_req *r, int64_t now) {
     while (r->notify_sent < r->notify_total && r->notify_at <= now) {
         progress(t, r);
         r->notify_sent++;
@@ -183,8 +172,7 @@ static bool step(mw_reqs *t, mw_req *r, int64_t now)
     return true;
 }
 
-void mw_req_start(mw_reqs *t, mw_req *r, int64_t now)
-{
+void mw_req_start(mw_reqs *t, mw_req *r, int64_t now) {
     if (step(t, r, now)) {
         mw_req_free(r);
         return;
@@ -196,8 +184,7 @@ void mw_req_start(mw_reqs *t, mw_req *r, int64_t now)
     t->v[t->n++] = r;
 }
 
-void mw_req_step_all(mw_reqs *t, int64_t now)
-{
+void mw_req_step_all(mw_reqs *t, int64_t now) {
     for (size_t i = 0; i < t->n && !t->exit_due;) {
         if (step(t, t->v[i], now))
             remove_at(t, i);
@@ -206,8 +193,7 @@ void mw_req_step_all(mw_reqs *t, int64_t now)
     }
 }
 
-int64_t mw_req_deadline(const mw_reqs *t)
-{
+int64_t mw_req_deadline(const mw_reqs *t) {
     int64_t d = 0;
     for (size_t i = 0; i < t->n; i++) {
         const mw_req *r = t->v[i];
@@ -220,8 +206,7 @@ int64_t mw_req_deadline(const mw_reqs *t)
 }
 
 int mw_req_client_reply(mw_reqs *t, const char *id_norm, const char *line, size_t len,
-                        int64_t now)
-{
+                        int64_t now) {
     for (size_t i = 0; i < t->n; i++) {
         mw_req *r = t->v[i];
         if (!r->waiting_client || strcmp(r->srv_id, id_norm) != 0)
@@ -235,8 +220,7 @@ int mw_req_client_reply(mw_reqs *t, const char *id_norm, const char *line, size_
     return MC_ENOTFOUND;
 }
 
-int mw_req_cancel(mw_reqs *t, const char *id_norm)
-{
+int mw_req_cancel(mw_reqs *t, const char *id_norm) {
     for (size_t i = 0; i < t->n; i++) {
         mw_req *r = t->v[i];
         if (!r->cancellable || strcmp(r->id_norm, id_norm) != 0)
@@ -252,13 +236,12 @@ int mw_req_cancel(mw_reqs *t, const char *id_norm)
     return MC_ENOTFOUND;
 }
 
-void mw_req_drop_unfinishable(mw_reqs *t)
-{
+void mw_req_drop_unfinishable(mw_reqs *t) {
     for (size_t i = 0; i < t->n;) {
         mw_req *r = t->v[i];
         if (r->waiting_client || r->answer_at == MW_NEVER) {
             mc_diag_note("stdin closed: dropping request %s, which can no longer finish",
-                        r->id_raw);
+                         r->id_raw);
             remove_at(t, i);
         } else {
             i++;

@@ -22,28 +22,28 @@
 #define MW_NEVER INT64_MAX
 
 typedef struct mw_req {
-    char *id_raw;      /* the id token exactly as received */
-    char *id_norm;     /* cJSON rendering of the id, to match cancellations */
-    char *sid_raw;     /* sessionId token as received, or NULL */
-    char *method_raw;  /* method token as received */
-    char *params_raw;  /* params token as received, or NULL */
+    char *id_raw;         /* the id token exactly as received */
+    char *id_norm;        /* cJSON rendering of the id, to match cancellations */
+    char *sid_raw;        /* sessionId token as received, or NULL */
+    char *method_raw;     /* method token as received */
+    char *params_raw;     /* params token as received, or NULL */
     bool cancelled_query; /* method "mock/cancelled" */
 
     /* Directives from params.mock (all strings owned). */
-    char *reply_id;        /* rendering of reply_id, or NULL */
+    char *reply_id; /* rendering of reply_id, or NULL */
     bool reply_session_set;
-    char *reply_session;   /* rendering, or NULL: omit sessionId */
-    char *emit;            /* emit text, or NULL */
+    char *reply_session; /* rendering, or NULL: omit sessionId */
+    char *emit;          /* emit text, or NULL */
     size_t emit_len;
     long emit_repeat;
     bool then_exit, no_reply, cancellable;
     long big, split, split_pause_ms;
     long notify_total, notify_sent;
     int64_t notify_at, notify_interval_ns;
-    char *srv_id;          /* "\"srv-N\"" when a request was sent to the client */
-    bool waiting_client;   /* its response has not arrived yet */
-    char *client_reply;    /* the client's response line, trimmed */
-    int64_t answer_at;     /* MW_NEVER: only a cancellation ends it */
+    char *srv_id;        /* "\"srv-N\"" when a request was sent to the client */
+    bool waiting_client; /* its response has not arrived yet */
+    char *client_reply;  /* the client's response line, trimmed */
+    int64_t answer_at;   /* MW_NEVER: only a cancellation ends it */
 } mw_req;
 
 typedef struct mw_reqs {
@@ -55,8 +55,8 @@ typedef struct mw_reqs {
     char *worker_json;   /* owned: "\"3\"" or "null" (STDIO_BUS_WORKER_ID) */
     char *pool_json;     /* owned: STDIO_BUS_POOL_ID likewise */
     long pid;
-    mc_buf cancelled;    /* ids of cancelled requests, raw, comma-separated */
-    bool exit_due;       /* an answer asked for "then": "exit" */
+    mc_buf cancelled; /* ids of cancelled requests, raw, comma-separated */
+    bool exit_due;    /* an answer asked for "then": "exit" */
 } mw_reqs;
 
 /* Reads the worker's identity from the environment; out, log and opts are
@@ -80,8 +80,7 @@ void mw_req_step_all(mw_reqs *t, int64_t now);
 int64_t mw_req_deadline(const mw_reqs *t);
 /* Routes the client's response (id rendering id_norm, raw line) to the
  * request that sent "srv-N". Returns MC_OK or MC_ENOTFOUND. */
-int mw_req_client_reply(mw_reqs *t, const char *id_norm, const char *line, size_t len,
-                        int64_t now);
+int mw_req_client_reply(mw_reqs *t, const char *id_norm, const char *line, size_t len, int64_t now);
 /* Drops the oldest cancellable request whose id renders as id_norm and
  * records it. Returns MC_OK or MC_ENOTFOUND. */
 int mw_req_cancel(mw_reqs *t, const char *id_norm);

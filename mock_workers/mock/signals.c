@@ -11,14 +11,12 @@ static const struct {
     const char *name;
     int signo;
 } names[] = {
-    { "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "ILL", SIGILL },
-    { "TRAP", SIGTRAP }, { "ABRT", SIGABRT }, { "BUS", SIGBUS },   { "FPE", SIGFPE },
-    { "KILL", SIGKILL }, { "USR1", SIGUSR1 }, { "SEGV", SIGSEGV }, { "USR2", SIGUSR2 },
-    { "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},   {"TRAP", SIGTRAP},
+    {"ABRT", SIGABRT}, {"BUS", SIGBUS},   {"FPE", SIGFPE},   {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+    {"SEGV", SIGSEGV}, {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
 };
 
-int mw_signals_parse(const char *name)
-{
+int mw_signals_parse(const char *name) {
     if (strncmp(name, "SIG", 3) == 0)
         name += 3;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -31,16 +29,14 @@ int mw_signals_parse(const char *name)
     return MC_EINVAL;
 }
 
-const char *mw_signals_name(int signo)
-{
+const char *mw_signals_name(int signo) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].signo == signo)
             return names[i].name;
     return "?";
 }
 
-void mw_signals_raise(int signo)
-{
+void mw_signals_raise(int signo) {
     if (signo == SIGTERM || signo == SIGINT) {
         raise(signo);
         return;

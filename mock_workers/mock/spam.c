@@ -10,8 +10,7 @@
 
 #define SPAM_LINE 100
 
-void mw_spam_write(long bytes)
-{
+void mw_spam_write(long bytes) {
     mc_buf b;
     mc_buf_init(&b);
     for (long n = 1; (long)b.len < bytes; n++) {

@@ -5,8 +5,8 @@
 
 #include "common/status.h"
 
-#define MW_EXIT_OK     0
-#define MW_EXIT_USAGE  2
-#define MW_EXIT_IO     3
+#define MW_EXIT_OK    0
+#define MW_EXIT_USAGE 2
+#define MW_EXIT_IO    3
 
 #endif

@@ -14,8 +14,7 @@
 #include "spam.h"
 #include "status.h"
 
-static void log_start(const mw_worker *w, int argc, char **argv)
-{
+static void log_start(const mw_worker *w, int argc, char **argv) {
     mc_buf b;
     mc_buf_init(&b);
     for (int i = 0; i < argc; i++) {
@@ -27,8 +26,7 @@ static void log_start(const mw_worker *w, int argc, char **argv)
     mc_buf_fini(&b);
 }
 
-int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
-{
+int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv) {
     memset(w, 0, sizeof *w);
     w->opts = o;
     w->stdio = (mc_stdio)MC_STDIO_CLOSED;
@@ -48,14 +46,13 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv)
     log_start(w, argc, argv);
 
     /* SEGV/ABRT on request must not leave core files behind. */
-    struct rlimit nocore = { 0, 0 };
+    struct rlimit nocore = {0, 0};
     setrlimit(RLIMIT_CORE, &nocore);
 
     return mc_stdio_open(&w->stdio);
 }
 
-void mw_worker_fini(mw_worker *w)
-{
+void mw_worker_fini(mw_worker *w) {
     mc_stdio_close(&w->stdio);
     mw_out_fini(&w->out);
     mw_reqs_fini(&w->reqs);
@@ -64,8 +61,7 @@ void mw_worker_fini(mw_worker *w)
     mw_log_close(&w->log);
 }
 
-void mw_worker_terminate(mw_worker *w, int status, int signo)
-{
+void mw_worker_terminate(mw_worker *w, int status, int signo) {
     if (w->pending)
         return;
     w->pending = true;
@@ -73,30 +69,27 @@ void mw_worker_terminate(mw_worker *w, int status, int signo)
     w->pending_signo = signo;
 }
 
-void mw_worker_quit(mw_worker *w, int status)
-{
+void mw_worker_quit(mw_worker *w, int status) {
     if (w->quit)
         return;
     w->quit = true;
     w->quit_status = status;
 }
 
-void mw_worker_reqs_done(mw_worker *w)
-{
+void mw_worker_reqs_done(mw_worker *w) {
     if (mw_reqs_take_exit(&w->reqs))
         mw_worker_terminate(w, MW_EXIT_OK, 0);
 }
 
-bool mw_worker_trigger(mw_worker *w, const char *id_raw, const char *sid_raw, int64_t now)
-{
+bool mw_worker_trigger(mw_worker *w, const char *id_raw, const char *sid_raw, int64_t now) {
     const mw_opts *o = w->opts;
     if (w->triggered)
         return false;
     w->triggered = true;
     switch (o->mode) {
     case MW_MODE_BAD: {
-        bool replaces = mw_bad_emit(&w->out, o->bad, id_raw ? id_raw : "\"mock-bad\"", sid_raw,
-                                    o->bytes);
+        bool replaces =
+            mw_bad_emit(&w->out, o->bad, id_raw ? id_raw : "\"mock-bad\"", sid_raw, o->bytes);
         if (o->bad == MW_BAD_NONEWLINE)
             mw_worker_terminate(w, MW_EXIT_OK, 0);
         return replaces;

@@ -23,20 +23,20 @@ struct mw_worker {
     mw_out out;
     mw_reqs reqs;
     mw_flood flood;
-    mc_lines in;          /* stdin */
-    mc_stdio stdio;       /* stdin/stdout flags, the signal self-pipe */
-    long messages;        /* non-blank lines handled */
-    unsigned long srv_seq;/* last "srv-N" used */
-    bool triggered;       /* the mode's trigger has fired */
-    bool stall_read;      /* no more lines are read or handled */
+    mc_lines in;           /* stdin */
+    mc_stdio stdio;        /* stdin/stdout flags, the signal self-pipe */
+    long messages;         /* non-blank lines handled */
+    unsigned long srv_seq; /* last "srv-N" used */
+    bool triggered;        /* the mode's trigger has fired */
+    bool stall_read;       /* no more lines are read or handled */
     bool eof;
-    bool quit;            /* leave the loop now with quit_status */
+    bool quit; /* leave the loop now with quit_status */
     int quit_status;
-    bool pending;         /* terminate once queued output is written */
+    bool pending; /* terminate once queued output is written */
     int pending_status;
-    int pending_signo;    /* 0: exit with pending_status */
-    int64_t term_at;      /* --term-delay-ms: exit 0 then (0: none) */
-    int64_t crash_at;     /* --crash-after-ms deadline (0: none) */
+    int pending_signo; /* 0: exit with pending_status */
+    int64_t term_at;   /* --term-delay-ms: exit 0 then (0: none) */
+    int64_t crash_at;  /* --crash-after-ms deadline (0: none) */
 };
 
 /* Sets up logging, pid file, signals and non-blocking stdio. Returns

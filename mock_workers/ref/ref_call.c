@@ -9,22 +9,19 @@
 #include "common/buf.h"
 #include "common/clock.h"
 
-void ref_calls_init(ref_calls *c)
-{
+void ref_calls_init(ref_calls *c) {
     c->head = NULL;
     c->n = 0;
 }
 
-static void call_free(ref_call *call)
-{
+static void call_free(ref_call *call) {
     free(call->id);
     free(call->sid);
     free(call->token);
     free(call);
 }
 
-void ref_calls_fini(ref_calls *c)
-{
+void ref_calls_fini(ref_calls *c) {
     while (c->head) {
         ref_call *next = c->head->next;
         call_free(c->head);
@@ -33,8 +30,7 @@ void ref_calls_fini(ref_calls *c)
     c->n = 0;
 }
 
-ref_call *ref_calls_add(ref_calls *c, ref_call_kind kind, const ref_origin *o)
-{
+ref_call *ref_calls_add(ref_calls *c, ref_call_kind kind, const ref_origin *o) {
     if (c->n >= REF_CALL_MAX)
         return NULL;
     ref_call *call = mc_xcalloc(1, sizeof *call);
@@ -52,8 +48,7 @@ ref_call *ref_calls_add(ref_calls *c, ref_call_kind kind, const ref_origin *o)
     return call;
 }
 
-void ref_calls_remove(ref_calls *c, ref_call *call)
-{
+void ref_calls_remove(ref_calls *c, ref_call *call) {
     for (ref_call **pp = &c->head; *pp; pp = &(*pp)->next) {
         if (*pp == call) {
             *pp = call->next;
@@ -64,8 +59,7 @@ void ref_calls_remove(ref_calls *c, ref_call *call)
     }
 }
 
-ref_origin ref_call_origin(const ref_call *call)
-{
+ref_origin ref_call_origin(const ref_call *call) {
     ref_origin o;
     o.id.p = call->id;
     o.id.n = strlen(call->id);
@@ -78,8 +72,7 @@ ref_origin ref_call_origin(const ref_call *call)
 
 /* Ids compare as JSON values, as a client names them in
  * notifications/cancelled: strings by content, numbers by value. */
-static bool same_id(const char *raw, const cJSON *id)
-{
+static bool same_id(const char *raw, const cJSON *id) {
     cJSON *mine = cJSON_Parse(raw);
     bool same = false;
     if (mine && cJSON_IsString(mine) && cJSON_IsString(id))
@@ -90,31 +83,27 @@ static bool same_id(const char *raw, const cJSON *id)
     return same;
 }
 
-static bool same_sid(const char *mine, ref_span sid)
-{
+static bool same_sid(const char *mine, ref_span sid) {
     if (!mine || !sid.p)
         return !mine && !sid.p;
     return strlen(mine) == sid.n && memcmp(mine, sid.p, sid.n) == 0;
 }
 
-ref_call *ref_calls_match(ref_calls *c, ref_call *after, const cJSON *id, ref_span sid)
-{
+ref_call *ref_calls_match(ref_calls *c, ref_call *after, const cJSON *id, ref_span sid) {
     for (ref_call *call = after ? after->next : c->head; call; call = call->next)
         if (same_sid(call->sid, sid) && same_id(call->id, id))
             return call;
     return NULL;
 }
 
-ref_call *ref_calls_find_sample(ref_calls *c, unsigned long seq)
-{
+ref_call *ref_calls_find_sample(ref_calls *c, unsigned long seq) {
     for (ref_call *call = c->head; call; call = call->next)
         if (call->kind == REF_CALL_SAMPLE && call->seq == seq)
             return call;
     return NULL;
 }
 
-int64_t ref_calls_deadline(const ref_calls *c)
-{
+int64_t ref_calls_deadline(const ref_calls *c) {
     int64_t best = 0;
     for (const ref_call *call = c->head; call; call = call->next)
         if (call->kind == REF_CALL_SLOW)

@@ -22,17 +22,17 @@ typedef enum ref_call_kind { REF_CALL_SLOW, REF_CALL_SAMPLE } ref_call_kind;
 typedef struct ref_call {
     struct ref_call *next;
     ref_call_kind kind;
-    char *id;           /* owned raw id token */
-    char *sid;          /* owned raw sessionId token, or NULL */
-    ref_batch *batch;   /* borrowed: the batch the answer goes to, or NULL */
+    char *id;         /* owned raw id token */
+    char *sid;        /* owned raw sessionId token, or NULL */
+    ref_batch *batch; /* borrowed: the batch the answer goes to, or NULL */
     size_t slot;
     /* REF_CALL_SLOW */
-    char *token;        /* owned raw progressToken, or NULL */
+    char *token; /* owned raw progressToken, or NULL */
     int64_t start_ns;
-    int64_t due_ns;     /* next progress step or the answer */
+    int64_t due_ns; /* next progress step or the answer */
     long ms, steps, sent;
     /* REF_CALL_SAMPLE */
-    unsigned long seq;  /* the worker's request id is "ref-<seq>" */
+    unsigned long seq; /* the worker's request id is "ref-<seq>" */
 } ref_call;
 
 typedef struct ref_calls {

@@ -12,28 +12,24 @@ typedef struct scan {
     int err; /* first error, MC_OK while none */
 } scan;
 
-static bool fail(scan *s, int err)
-{
+static bool fail(scan *s, int err) {
     if (s->err == MC_OK)
         s->err = err;
     return false;
 }
 
-static void skip_ws(scan *s)
-{
+static void skip_ws(scan *s) {
     while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
         s->p++;
 }
 
-static bool is_hex(unsigned char c)
-{
+static bool is_hex(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
 /* One UTF-8 sequence starting at a byte >= 0x80: well-formed, shortest
  * form, no surrogates, at most U+10FFFF (RFC 3629). */
-static bool utf8_seq(scan *s)
-{
+static bool utf8_seq(scan *s) {
     const unsigned char *p = s->p;
     size_t left = (size_t)(s->end - p);
     unsigned char c = p[0];
@@ -64,8 +60,7 @@ static bool utf8_seq(scan *s)
     return true;
 }
 
-static bool string(scan *s)
-{
+static bool string(scan *s) {
     s->p++; /* opening quote */
     while (s->p < s->end) {
         unsigned char c = *s->p;
@@ -80,8 +75,8 @@ static bool string(scan *s)
                 return fail(s, REF_JSON_ESYNTAX);
             unsigned char e = s->p[1];
             if (e == 'u') {
-                if (s->end - s->p < 6 || !is_hex(s->p[2]) || !is_hex(s->p[3]) || !is_hex(s->p[4])
-                    || !is_hex(s->p[5]))
+                if (s->end - s->p < 6 || !is_hex(s->p[2]) || !is_hex(s->p[3]) || !is_hex(s->p[4]) ||
+                    !is_hex(s->p[5]))
                     return fail(s, REF_JSON_ESYNTAX);
                 s->p += 6;
             } else if (strchr("\"\\/bfnrt", e) && e) {
@@ -100,8 +95,7 @@ static bool string(scan *s)
     return fail(s, REF_JSON_ESYNTAX); /* unterminated */
 }
 
-static bool digits(scan *s)
-{
+static bool digits(scan *s) {
     const unsigned char *start = s->p;
     while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
         s->p++;
@@ -109,8 +103,7 @@ static bool digits(scan *s)
 }
 
 /* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static bool number(scan *s)
-{
+static bool number(scan *s) {
     if (*s->p == '-')
         s->p++;
     if (s->p >= s->end)
@@ -134,8 +127,7 @@ static bool number(scan *s)
     return true;
 }
 
-static bool literal(scan *s, const char *word)
-{
+static bool literal(scan *s, const char *word) {
     size_t n = strlen(word);
     if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
         return fail(s, REF_JSON_ESYNTAX);
@@ -146,8 +138,7 @@ static bool literal(scan *s, const char *word)
 static bool value(scan *s);
 
 /* Object or array, after its opening bracket. */
-static bool container(scan *s, bool object)
-{
+static bool container(scan *s, bool object) {
     if (++s->depth > REF_JSON_MAX_DEPTH)
         return fail(s, REF_JSON_EDEPTH);
     unsigned char close = object ? '}' : ']';
@@ -186,8 +177,7 @@ static bool container(scan *s, bool object)
 }
 
 /* One value at s->p (no leading whitespace). */
-static bool value(scan *s)
-{
+static bool value(scan *s) {
     if (s->p >= s->end)
         return fail(s, REF_JSON_ESYNTAX);
     switch (*s->p) {
@@ -210,9 +200,8 @@ static bool value(scan *s)
     }
 }
 
-int ref_json_check(const char *p, size_t n)
-{
-    scan s = { (const unsigned char *)p, (const unsigned char *)p + n, 0, MC_OK };
+int ref_json_check(const char *p, size_t n) {
+    scan s = {(const unsigned char *)p, (const unsigned char *)p + n, 0, MC_OK};
     skip_ws(&s);
     if (!value(&s))
         return s.err;
@@ -220,8 +209,7 @@ int ref_json_check(const char *p, size_t n)
     return s.p == s.end ? MC_OK : REF_JSON_ESYNTAX;
 }
 
-const char *ref_json_strerror(int code)
-{
+const char *ref_json_strerror(int code) {
     switch (code) {
     case REF_JSON_EUTF8:
         return "not UTF-8";
@@ -233,9 +221,8 @@ const char *ref_json_strerror(int code)
 }
 
 /* The index-th value inside a checked object or array text. */
-static int nth(ref_span text, size_t index, bool object, ref_span *out)
-{
-    scan s = { (const unsigned char *)text.p, (const unsigned char *)text.p + text.n, 0, MC_OK };
+static int nth(ref_span text, size_t index, bool object, ref_span *out) {
+    scan s = {(const unsigned char *)text.p, (const unsigned char *)text.p + text.n, 0, MC_OK};
     skip_ws(&s);
     if (s.p >= s.end || *s.p != (object ? '{' : '['))
         return MC_ENOTFOUND;
@@ -267,18 +254,15 @@ static int nth(ref_span text, size_t index, bool object, ref_span *out)
     }
 }
 
-int ref_json_member(ref_span text, size_t index, ref_span *value)
-{
+int ref_json_member(ref_span text, size_t index, ref_span *value) {
     return nth(text, index, true, value);
 }
 
-int ref_json_element(ref_span text, size_t index, ref_span *value)
-{
+int ref_json_element(ref_span text, size_t index, ref_span *value) {
     return nth(text, index, false, value);
 }
 
-const cJSON *ref_json_get(const cJSON *obj, ref_span raw, const char *key, ref_span *value)
-{
+const cJSON *ref_json_get(const cJSON *obj, ref_span raw, const char *key, ref_span *value) {
     value->p = NULL;
     value->n = 0;
     if (!cJSON_IsObject(obj))

@@ -23,16 +23,15 @@
 
 typedef struct loop {
     ref_state st;
-    mc_lines in;        /* stdin */
-    mc_stdio stdio;     /* stdin/stdout flags, the signal self-pipe */
-    bool discarding;    /* skipping the rest of an over-long line */
-    const char *why;    /* why input ended: data of the -32603 of drained calls */
+    mc_lines in;     /* stdin */
+    mc_stdio stdio;  /* stdin/stdout flags, the signal self-pipe */
+    bool discarding; /* skipping the rest of an over-long line */
+    const char *why; /* why input ended: data of the -32603 of drained calls */
     int status;
 } loop;
 
 /* Handles every complete line read; then enforces the line cap. */
-static void cut_lines(loop *l)
-{
+static void cut_lines(loop *l) {
     const char *line;
     size_t n;
     while (mc_lines_next(&l->in, &line, &n)) {
@@ -52,14 +51,12 @@ static void cut_lines(loop *l)
 }
 
 /* Nothing more will be read. */
-static void close_input(loop *l, const char *why)
-{
+static void close_input(loop *l, const char *why) {
     l->st.closing = true;
     l->why = why;
 }
 
-static void read_input(loop *l)
-{
+static void read_input(loop *l) {
     ssize_t r = mc_lines_read(&l->in, STDIN_FILENO);
     if (r == 0)
         return;
@@ -81,8 +78,7 @@ static void read_input(loop *l)
     close_input(l, "input closed before the client answered");
 }
 
-static void on_signal(loop *l, int signo)
-{
+static void on_signal(loop *l, int signo) {
     if (l->st.closing) {
         mc_diag_note("signal %d: already finishing", signo);
         return;
@@ -96,8 +92,7 @@ static void on_signal(loop *l, int signo)
     close_input(l, "shutting down before the client answered");
 }
 
-static int run(loop *l)
-{
+static int run(loop *l) {
     for (;;) {
         l->st.now = mc_clock_now();
         ref_tools_tick(&l->st);
@@ -136,8 +131,7 @@ static int run(loop *l)
     }
 }
 
-int ref_loop_run(void)
-{
+int ref_loop_run(void) {
     loop l;
     memset(&l, 0, sizeof l);
     ref_out_init(&l.st.out, STDOUT_FILENO);

@@ -12,10 +12,9 @@
 
 /* Protocol revisions this worker speaks, newest first. Nothing it does
  * differs between them. */
-static const char *const versions[] = { "2025-06-18", "2025-03-26", "2024-11-05" };
+static const char *const versions[] = {"2025-06-18", "2025-03-26", "2024-11-05"};
 
-static void initialize(ref_state *st, const ref_msg *m)
-{
+static void initialize(ref_state *st, const ref_msg *m) {
     const cJSON *asked = cJSON_GetObjectItemCaseSensitive(m->params, "protocolVersion");
     if (!cJSON_IsObject(m->params) || !cJSON_IsString(asked)) {
         ref_rpc_error(st, &m->origin, REF_RPC_INVALID_PARAMS, "protocolVersion must be a string");
@@ -28,17 +27,17 @@ static void initialize(ref_state *st, const ref_msg *m)
             version = versions[i];
     mc_buf r;
     mc_buf_init(&r);
-    mc_buf_printf(&r,
-                 "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":false}},"
-                 "\"serverInfo\":{\"name\":\"" REF_MCP_SERVER_NAME
-                 "\",\"version\":\"" REF_MCP_SERVER_VERSION "\"}}",
-                 version);
+    mc_buf_printf(
+        &r,
+        "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":false}},"
+        "\"serverInfo\":{\"name\":\"" REF_MCP_SERVER_NAME "\",\"version\":\"" REF_MCP_SERVER_VERSION
+        "\"}}",
+        version);
     ref_rpc_result(st, &m->origin, r.data);
     mc_buf_fini(&r);
 }
 
-void ref_mcp_request(ref_state *st, const ref_msg *m)
-{
+void ref_mcp_request(ref_state *st, const ref_msg *m) {
     const char *method = m->method;
     if (strcmp(method, "initialize") == 0)
         initialize(st, m);
@@ -58,8 +57,7 @@ void ref_mcp_request(ref_state *st, const ref_msg *m)
     }
 }
 
-void ref_mcp_notification(ref_state *st, const ref_msg *m)
-{
+void ref_mcp_notification(ref_state *st, const ref_msg *m) {
     if (strcmp(m->method, "notifications/cancelled") == 0)
         ref_tools_cancel(st, m);
     else if (strcmp(m->method, "notifications/initialized") != 0)

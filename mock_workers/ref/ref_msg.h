@@ -27,7 +27,7 @@ typedef struct ref_msg {
     const char *method;  /* NULL for a response */
     const cJSON *params; /* NULL when absent */
     ref_span params_raw;
-    ref_origin origin;   /* spans into raw */
+    ref_origin origin; /* spans into raw */
 } ref_msg;
 
 #endif

@@ -7,30 +7,26 @@
 /* Compact the buffer once this much has been written from its front. */
 #define COMPACT_AT 65536
 
-void ref_out_init(ref_out *o, int fd)
-{
+void ref_out_init(ref_out *o, int fd) {
     o->fd = fd;
     mc_buf_init(&o->q);
     o->off = 0;
     o->dead = false;
 }
 
-void ref_out_fini(ref_out *o)
-{
+void ref_out_fini(ref_out *o) {
     mc_buf_fini(&o->q);
     o->off = 0;
 }
 
-void ref_out_line(ref_out *o, const char *p, size_t n)
-{
+void ref_out_line(ref_out *o, const char *p, size_t n) {
     if (o->dead)
         return;
     mc_buf_append(&o->q, p, n);
     mc_buf_append(&o->q, "\n", 1);
 }
 
-int ref_out_flush(ref_out *o)
-{
+int ref_out_flush(ref_out *o) {
     if (o->dead)
         return MC_EOF;
     while (o->off < o->q.len) {
@@ -55,7 +51,6 @@ int ref_out_flush(ref_out *o)
     return MC_OK;
 }
 
-size_t ref_out_pending(const ref_out *o)
-{
+size_t ref_out_pending(const ref_out *o) {
     return o->q.len - o->off;
 }

@@ -14,9 +14,9 @@
 
 typedef struct ref_out {
     int fd;
-    mc_buf q;   /* queued bytes; q.data[off..len) are still to be written */
+    mc_buf q; /* queued bytes; q.data[off..len) are still to be written */
     size_t off;
-    bool dead;   /* EPIPE or another write error: drop everything */
+    bool dead; /* EPIPE or another write error: drop everything */
 } ref_out;
 
 void ref_out_init(ref_out *o, int fd);

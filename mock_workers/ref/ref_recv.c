@@ -13,14 +13,12 @@
 #include "ref_rpc.h"
 #include "ref_tools.h"
 
-static bool valid_id(const cJSON *id)
-{
+static bool valid_id(const cJSON *id) {
     return cJSON_IsString(id) || cJSON_IsNumber(id) || cJSON_IsNull(id);
 }
 
 /* One message: a top-level object, or one element of a batch. */
-static void message(ref_state *st, const cJSON *json, ref_span raw, ref_batch *batch, size_t slot)
-{
+static void message(ref_state *st, const cJSON *json, ref_span raw, ref_batch *batch, size_t slot) {
     ref_msg m;
     memset(&m, 0, sizeof m);
     m.json = json;
@@ -47,8 +45,8 @@ static void message(ref_state *st, const cJSON *json, ref_span raw, ref_batch *b
 
     const cJSON *method = ref_json_get(json, raw, "method", &dummy);
     if (!method) {
-        if (cJSON_GetObjectItemCaseSensitive(json, "result")
-            || cJSON_GetObjectItemCaseSensitive(json, "error")) {
+        if (cJSON_GetObjectItemCaseSensitive(json, "result") ||
+            cJSON_GetObjectItemCaseSensitive(json, "error")) {
             /* SB-R-10: a response to the worker's own request is never
              * answered, whatever it holds. */
             ref_tools_response(st, &m);
@@ -88,8 +86,7 @@ static void message(ref_state *st, const cJSON *json, ref_span raw, ref_batch *b
     ref_mcp_request(st, &m);
 }
 
-static void batch(ref_state *st, const cJSON *json, ref_span raw)
-{
+static void batch(ref_state *st, const cJSON *json, ref_span raw) {
     int n = cJSON_GetArraySize(json);
     if (n <= 0) {
         ref_origin o;
@@ -111,16 +108,14 @@ static void batch(ref_state *st, const cJSON *json, ref_span raw)
     ref_rpc_batch_done(st, b);
 }
 
-static bool blank(const char *p, size_t n)
-{
+static bool blank(const char *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r')
             return false;
     return true;
 }
 
-void ref_recv_line(ref_state *st, const char *p, size_t n)
-{
+void ref_recv_line(ref_state *st, const char *p, size_t n) {
     if (blank(p, n))
         return; /* SB-F-13 */
     int rc = ref_json_check(p, n);
@@ -135,7 +130,7 @@ void ref_recv_line(ref_state *st, const char *p, size_t n)
         ref_rpc_parse_error(st, ref_json_strerror(rc)); /* SB-J-4 */
         return;
     }
-    ref_span raw = { p, n };
+    ref_span raw = {p, n};
     if (cJSON_IsArray(json))
         batch(st, json, raw);
     else

@@ -12,11 +12,10 @@
 struct ref_batch {
     size_t n;        /* messages in the batch */
     size_t waiting;  /* outcomes still owed, plus one while it is being read */
-    mc_buf *answers;/* one per message; empty: no answer */
+    mc_buf *answers; /* one per message; empty: no answer */
 };
 
-static const char *message_of(int code)
-{
+static const char *message_of(int code) {
     switch (code) {
     case REF_RPC_PARSE_ERROR:
         return "Parse error";
@@ -32,8 +31,7 @@ static const char *message_of(int code)
 }
 
 /* Appends s as a JSON string (cJSON escapes it; output stays one line). */
-static void add_quoted(mc_buf *b, const char *s)
-{
+static void add_quoted(mc_buf *b, const char *s) {
     cJSON *str = cJSON_CreateString(s);
     char *text = str ? cJSON_PrintUnformatted(str) : NULL;
     if (!text)
@@ -45,8 +43,7 @@ static void add_quoted(mc_buf *b, const char *s)
 
 /* Writes the batch's answer: an array of the answers it holds, or nothing
  * at all when it holds none (JSON-RPC 2.0 section 6; SB-J-13). */
-static void batch_emit(ref_state *st, ref_batch *b)
-{
+static void batch_emit(ref_state *st, ref_batch *b) {
     mc_buf line;
     mc_buf_init(&line);
     for (size_t i = 0; i < b->n; i++) {
@@ -66,15 +63,13 @@ static void batch_emit(ref_state *st, ref_batch *b)
     free(b);
 }
 
-static void batch_release(ref_state *st, ref_batch *b)
-{
+static void batch_release(ref_state *st, ref_batch *b) {
     if (--b->waiting == 0)
         batch_emit(st, b);
 }
 
 /* The one outcome of the message at o: a line, or NULL for silence. */
-static void settle(ref_state *st, const ref_origin *o, const char *line, size_t n)
-{
+static void settle(ref_state *st, const ref_origin *o, const char *line, size_t n) {
     if (!o->batch) {
         if (line)
             ref_out_line(&st->out, line, n);
@@ -86,8 +81,7 @@ static void settle(ref_state *st, const ref_origin *o, const char *line, size_t 
 }
 
 /* {"jsonrpc":"2.0","id":<id>,"<member>":<value>[,"sessionId":<sid>]} */
-static void answer(ref_state *st, const ref_origin *o, const char *member, const char *value)
-{
+static void answer(ref_state *st, const ref_origin *o, const char *member, const char *value) {
     mc_buf b;
     mc_buf_init(&b);
     mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
@@ -106,13 +100,11 @@ static void answer(ref_state *st, const ref_origin *o, const char *member, const
     mc_buf_fini(&b);
 }
 
-void ref_rpc_result(ref_state *st, const ref_origin *o, const char *result)
-{
+void ref_rpc_result(ref_state *st, const ref_origin *o, const char *result) {
     answer(st, o, "result", result);
 }
 
-void ref_rpc_error(ref_state *st, const ref_origin *o, int code, const char *data)
-{
+void ref_rpc_error(ref_state *st, const ref_origin *o, int code, const char *data) {
     mc_buf e;
     mc_buf_init(&e);
     mc_buf_printf(&e, "{\"code\":%d,\"message\":\"%s\"", code, message_of(code));
@@ -125,20 +117,18 @@ void ref_rpc_error(ref_state *st, const ref_origin *o, int code, const char *dat
     mc_buf_fini(&e);
 }
 
-void ref_rpc_silent(ref_state *st, const ref_origin *o)
-{
+void ref_rpc_silent(ref_state *st, const ref_origin *o) {
     settle(st, o, NULL, 0);
 }
 
-void ref_rpc_parse_error(ref_state *st, const char *why)
-{
+void ref_rpc_parse_error(ref_state *st, const char *why) {
     ref_origin o;
     memset(&o, 0, sizeof o);
     ref_rpc_error(st, &o, REF_RPC_PARSE_ERROR, why);
 }
 
-void ref_rpc_send(ref_state *st, ref_span id, const char *method, const char *params, ref_span sid)
-{
+void ref_rpc_send(ref_state *st, ref_span id, const char *method, const char *params,
+                  ref_span sid) {
     mc_buf b;
     mc_buf_init(&b);
     mc_buf_puts(&b, "{\"jsonrpc\":\"2.0\"");
@@ -161,8 +151,7 @@ void ref_rpc_send(ref_state *st, ref_span id, const char *method, const char *pa
     mc_buf_fini(&b);
 }
 
-ref_batch *ref_rpc_batch_new(size_t n)
-{
+ref_batch *ref_rpc_batch_new(size_t n) {
     ref_batch *b = mc_xcalloc(1, sizeof *b);
     b->n = n;
     b->waiting = n + 1; /* the extra one is released by ref_rpc_batch_done */
@@ -172,7 +161,6 @@ ref_batch *ref_rpc_batch_new(size_t n)
     return b;
 }
 
-void ref_rpc_batch_done(ref_state *st, ref_batch *b)
-{
+void ref_rpc_batch_done(ref_state *st, ref_batch *b) {
     batch_release(st, b);
 }

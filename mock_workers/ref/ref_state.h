@@ -12,9 +12,9 @@
 typedef struct ref_state {
     ref_out out;
     ref_calls calls;
-    int64_t now;           /* CLOCK_MONOTONIC ns, updated by the loop */
+    int64_t now;              /* CLOCK_MONOTONIC ns, updated by the loop */
     unsigned long sample_seq; /* last "ref-<n>" sent to the client */
-    bool closing;          /* EOF or SIGTERM: nothing more will be read */
+    bool closing;             /* EOF or SIGTERM: nothing more will be read */
 } ref_state;
 
 #endif

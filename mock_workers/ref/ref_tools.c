@@ -14,7 +14,7 @@
 #include "ref_rpc.h"
 
 #define SAMPLE_DEFAULT_MAX_TOKENS 100
-#define SAMPLE_MAX_MAX_TOKENS 1000000
+#define SAMPLE_MAX_MAX_TOKENS     1000000
 
 /* The tools/list result, fixed. */
 static const char tools_json[] =
@@ -40,8 +40,7 @@ static const char tools_json[] =
 
 /* Compact JSON of a cJSON tree; ends the process when out of memory (as
  * mc_buf does). The caller frees the text with cJSON_free. */
-static char *print(const cJSON *json)
-{
+static char *print(const cJSON *json) {
     char *text = json ? cJSON_PrintUnformatted(json) : NULL;
     if (!text)
         mc_diag_oom();
@@ -50,8 +49,7 @@ static char *print(const cJSON *json)
 
 /* {"content":[{"type":"text","text":<text>}]}, with "isError":true for a
  * tool that failed (MCP: a tool execution error, not a protocol error). */
-static void text_result(ref_state *st, const ref_origin *o, const char *text, bool is_error)
-{
+static void text_result(ref_state *st, const ref_origin *o, const char *text, bool is_error) {
     cJSON *r = cJSON_CreateObject();
     cJSON *content = cJSON_AddArrayToObject(r, "content");
     cJSON *item = cJSON_CreateObject();
@@ -66,22 +64,20 @@ static void text_result(ref_state *st, const ref_origin *o, const char *text, bo
     cJSON_Delete(r);
 }
 
-static void invalid(ref_state *st, const ref_origin *o, const char *why)
-{
+static void invalid(ref_state *st, const ref_origin *o, const char *why) {
     mc_diag_note("invalid params: %s", why);
     ref_rpc_error(st, o, REF_RPC_INVALID_PARAMS, why);
 }
 
 /* An integer-valued JSON number in [lo, hi]; absent gives def. */
-static bool integer(const cJSON *v, long lo, long hi, long def, long *out)
-{
+static bool integer(const cJSON *v, long lo, long hi, long def, long *out) {
     if (!v) {
         *out = def;
         return true;
     }
     /* Range first: the cast below is only defined for values in range. */
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo && v->valuedouble <= (double)hi)
-        || v->valuedouble != (double)(long)v->valuedouble)
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo && v->valuedouble <= (double)hi) ||
+        v->valuedouble != (double)(long)v->valuedouble)
         return false;
     *out = (long)v->valuedouble;
     return true;
@@ -89,8 +85,7 @@ static bool integer(const cJSON *v, long lo, long hi, long def, long *out)
 
 /* The shortest %g text that reads back as d, as JavaScript or Python
  * would print it: 0.1 + 0.2 gives 0.30000000000000004, 2 + 3 gives 5. */
-static void shortest(double d, char *out, size_t size)
-{
+static void shortest(double d, char *out, size_t size) {
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(out, size, "%.*g", prec, d);
         if (strtod(out, NULL) == d)
@@ -98,8 +93,7 @@ static void shortest(double d, char *out, size_t size)
     }
 }
 
-static void tool_echo(ref_state *st, const ref_msg *m, const cJSON *args)
-{
+static void tool_echo(ref_state *st, const ref_msg *m, const cJSON *args) {
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(args, "text");
     if (!cJSON_IsString(text)) {
         invalid(st, &m->origin, "echo: text must be a string");
@@ -108,8 +102,7 @@ static void tool_echo(ref_state *st, const ref_msg *m, const cJSON *args)
     text_result(st, &m->origin, text->valuestring, false);
 }
 
-static void tool_add(ref_state *st, const ref_msg *m, const cJSON *args)
-{
+static void tool_add(ref_state *st, const ref_msg *m, const cJSON *args) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(args, "a");
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(args, "b");
     if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b)) {
@@ -131,18 +124,16 @@ static void tool_add(ref_state *st, const ref_msg *m, const cJSON *args)
 }
 
 /* When the slow call's next event (progress step or answer) is due. */
-static int64_t slow_due(const ref_call *c)
-{
+static int64_t slow_due(const ref_call *c) {
     long at = c->sent < c->steps ? c->sent + 1 : c->steps;
     int64_t span = (int64_t)c->ms * 1000000;
     return c->start_ns + (c->steps ? span * at / c->steps : span);
 }
 
-static void tool_slow(ref_state *st, const ref_msg *m, const cJSON *args)
-{
+static void tool_slow(ref_state *st, const ref_msg *m, const cJSON *args) {
     long ms, steps;
-    if (!integer(cJSON_GetObjectItemCaseSensitive(args, "ms"), 0, REF_TOOLS_SLOW_MAX_MS, -1, &ms)
-        || ms < 0) {
+    if (!integer(cJSON_GetObjectItemCaseSensitive(args, "ms"), 0, REF_TOOLS_SLOW_MAX_MS, -1, &ms) ||
+        ms < 0) {
         invalid(st, &m->origin, "slow: ms must be an integer from 0 to 20000");
         return;
     }
@@ -152,7 +143,7 @@ static void tool_slow(ref_state *st, const ref_msg *m, const cJSON *args)
         return;
     }
     /* params._meta.progressToken, kept as its raw token (SB-F-4). */
-    ref_span meta_raw, token_raw = { NULL, 0 };
+    ref_span meta_raw, token_raw = {NULL, 0};
     const cJSON *meta = ref_json_get(m->params, m->params_raw, "_meta", &meta_raw);
     const cJSON *token = ref_json_get(meta, meta_raw, "progressToken", &token_raw);
     if (token && !cJSON_IsString(token) && !cJSON_IsNumber(token)) {
@@ -172,8 +163,7 @@ static void tool_slow(ref_state *st, const ref_msg *m, const cJSON *args)
     c->due_ns = slow_due(c);
 }
 
-static void tool_sample(ref_state *st, const ref_msg *m, const cJSON *args)
-{
+static void tool_sample(ref_state *st, const ref_msg *m, const cJSON *args) {
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(args, "prompt");
     long max_tokens;
     if (!cJSON_IsString(prompt)) {
@@ -208,18 +198,16 @@ static void tool_sample(ref_state *st, const ref_msg *m, const cJSON *args)
     /* SB-F-11: the worker's request carries the sessionId of the request
      * it serves, so the daemon can route it to that session's client. */
     ref_origin o = ref_call_origin(c);
-    ref_rpc_send(st, (ref_span){ id, (size_t)n }, "sampling/createMessage", params, o.sid);
+    ref_rpc_send(st, (ref_span){id, (size_t)n}, "sampling/createMessage", params, o.sid);
     cJSON_free(params);
     cJSON_Delete(p);
 }
 
-void ref_tools_list(ref_state *st, const ref_msg *m)
-{
+void ref_tools_list(ref_state *st, const ref_msg *m) {
     ref_rpc_result(st, &m->origin, tools_json);
 }
 
-void ref_tools_call(ref_state *st, const ref_msg *m)
-{
+void ref_tools_call(ref_state *st, const ref_msg *m) {
     if (!cJSON_IsObject(m->params)) {
         invalid(st, &m->origin, "params must be an object");
         return;
@@ -252,8 +240,7 @@ void ref_tools_call(ref_state *st, const ref_msg *m)
     }
 }
 
-void ref_tools_cancel(ref_state *st, const ref_msg *m)
-{
+void ref_tools_cancel(ref_state *st, const ref_msg *m) {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->params, "requestId");
     if (!cJSON_IsString(id) && !cJSON_IsNumber(id)) {
         mc_diag_note("notifications/cancelled without a requestId: ignored");
@@ -277,8 +264,7 @@ void ref_tools_cancel(ref_state *st, const ref_msg *m)
 }
 
 /* "ref-<n>" -> n, or 0 when the id is not one of ours. */
-static unsigned long sample_seq(const cJSON *id)
-{
+static unsigned long sample_seq(const cJSON *id) {
     if (!cJSON_IsString(id) || strncmp(id->valuestring, "ref-", 4) != 0)
         return 0;
     const char *digits = id->valuestring + 4;
@@ -289,8 +275,7 @@ static unsigned long sample_seq(const cJSON *id)
     return *end ? 0 : n;
 }
 
-void ref_tools_response(ref_state *st, const ref_msg *m)
-{
+void ref_tools_response(ref_state *st, const ref_msg *m) {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->json, "id");
     unsigned long seq = sample_seq(id);
     ref_call *c = seq ? ref_calls_find_sample(&st->calls, seq) : NULL;
@@ -308,7 +293,7 @@ void ref_tools_response(ref_state *st, const ref_msg *m)
         mc_buf t;
         mc_buf_init(&t);
         mc_buf_printf(&t, "sampling failed: %s",
-                     cJSON_IsString(msg) ? msg->valuestring : "no message");
+                      cJSON_IsString(msg) ? msg->valuestring : "no message");
         text_result(st, &o, t.data, true);
         mc_buf_fini(&t);
     } else {
@@ -326,8 +311,7 @@ void ref_tools_response(ref_state *st, const ref_msg *m)
     ref_calls_remove(&st->calls, c);
 }
 
-void ref_tools_tick(ref_state *st)
-{
+void ref_tools_tick(ref_state *st) {
     ref_call *next;
     for (ref_call *c = st->calls.head; c; c = next) {
         next = c->next;
@@ -340,8 +324,8 @@ void ref_tools_tick(ref_state *st)
                 mc_buf p;
                 mc_buf_init(&p);
                 mc_buf_printf(&p, "{\"progressToken\":%s,\"progress\":%ld,\"total\":%ld}", c->token,
-                             c->sent, c->steps);
-                ref_rpc_send(st, (ref_span){ NULL, 0 }, "notifications/progress", p.data, o.sid);
+                              c->sent, c->steps);
+                ref_rpc_send(st, (ref_span){NULL, 0}, "notifications/progress", p.data, o.sid);
                 mc_buf_fini(&p);
             }
             c->due_ns = slow_due(c);
@@ -355,8 +339,7 @@ void ref_tools_tick(ref_state *st)
     }
 }
 
-void ref_tools_drain(ref_state *st, const char *why)
-{
+void ref_tools_drain(ref_state *st, const char *why) {
     ref_call *next;
     for (ref_call *c = st->calls.head; c; c = next) {
         next = c->next;
@@ -369,8 +352,7 @@ void ref_tools_drain(ref_state *st, const char *why)
     }
 }
 
-void ref_tools_abandon(ref_state *st)
-{
+void ref_tools_abandon(ref_state *st) {
     while (st->calls.head) {
         ref_origin o = ref_call_origin(st->calls.head);
         ref_rpc_silent(st, &o);

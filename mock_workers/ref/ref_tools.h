@@ -17,7 +17,7 @@
 
 /* Longest `slow` call: well within the daemon's default drain_timeout_sec
  * (30 s), so a worker told to stop can always finish (SB-R-3). */
-#define REF_TOOLS_SLOW_MAX_MS 20000
+#define REF_TOOLS_SLOW_MAX_MS    20000
 #define REF_TOOLS_SLOW_MAX_STEPS 1000
 
 /* tools/list and tools/call requests; each settles m->origin (ref_rpc.h). */

@@ -29,8 +29,7 @@ static const char usage[] =
     "\n"
     "  --verbose   note every message handled on stderr\n";
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     mc_diag_init("ref_worker", REF_EXIT_IO);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

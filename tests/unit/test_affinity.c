@@ -13,7 +13,9 @@
 
 static sb_affinity a;
 
-static void table_fini(void) { sb_affinity_fini(&a); }
+static void table_fini(void) {
+    sb_affinity_fini(&a);
+}
 
 TestSuite(affinity, .fini = table_fini);
 
@@ -77,7 +79,9 @@ Test(affinity, a_client_can_bind_again_after_unbinding) {
 
 static sb_router r;
 
-static void router_fini(void) { sb_router_fini(&r); }
+static void router_fini(void) {
+    sb_router_fini(&r);
+}
 
 static void start(int workers, sb_affinity_mode mode) {
     cr_assert_eq(sb_router_init(&r, workers, 8), STDIO_BUS_OK);
@@ -103,7 +107,8 @@ static void expect(sb_route d, sb_route_action action, int target) {
 
 static void expect_drop(sb_route d, sb_route_why why) {
     cr_assert_eq(d.action, SB_ROUTE_DROP, "action %d, expected DROP", d.action);
-    cr_assert_eq(d.why, why, "why \"%s\", expected \"%s\"", sb_router_why(d.why), sb_router_why(why));
+    cr_assert_eq(d.why, why, "why \"%s\", expected \"%s\"", sb_router_why(d.why),
+                 sb_router_why(why));
 }
 
 TestSuite(router_affinity, .fini = router_fini);
@@ -130,7 +135,8 @@ Test(router_affinity, sessions_keep_the_spec_routing_in_connection_mode) {
     start(2, SB_AFFINITY_CONNECTION);
     expect(from_client(0, "{\"id\":1,\"method\":\"a\"}"), SB_ROUTE_TO_WORKER, 0);
     /* a new session goes round-robin (6.1.1), not to the bound worker */
-    expect(from_client(0, "{\"id\":2,\"method\":\"a\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_WORKER, 1);
+    expect(from_client(0, "{\"id\":2,\"method\":\"a\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_WORKER,
+           1);
     expect(from_client(0, "{\"method\":\"n\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_WORKER, 1);
 }
 
@@ -183,7 +189,8 @@ Test(router_affinity, a_shared_worker_sends_its_own_messages_to_no_one) {
     expect_drop(from_worker(0, "{\"id\":0,\"method\":\"roots/list\"}"), SB_WHY_SHARED_WORKER);
     cr_assert_eq(r.upstream.count, 0);
     /* with a sessionId, the spec's routing still applies */
-    expect(from_client(1, "{\"id\":1,\"method\":\"a\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_WORKER, 0);
+    expect(from_client(1, "{\"id\":1,\"method\":\"a\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_WORKER,
+           0);
     expect(from_worker(0, "{\"method\":\"n\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_CLIENT, 1);
     sb_affinity_unbind(&r.affinity, 0);
     expect(from_worker(0, "{\"method\":\"notifications/message\"}"), SB_ROUTE_TO_CLIENT, 1);
@@ -197,10 +204,12 @@ Test(router_affinity, exclusive_mode_sends_everything_of_a_connection_to_its_wor
     /* new sessions too, never another connection's worker */
     for (int i = 0; i < 4; i++) {
         char line[64];
-        snprintf(line, sizeof line, "{\"id\":%d,\"method\":\"a\",\"sessionId\":\"s%d\"}", 10 + i, i);
+        snprintf(line, sizeof line, "{\"id\":%d,\"method\":\"a\",\"sessionId\":\"s%d\"}", 10 + i,
+                 i);
         expect(from_client(0, line), SB_ROUTE_TO_WORKER, 2);
     }
-    expect(from_client(1, "{\"id\":1,\"method\":\"a\",\"sessionId\":\"t\"}"), SB_ROUTE_TO_WORKER, 0);
+    expect(from_client(1, "{\"id\":1,\"method\":\"a\",\"sessionId\":\"t\"}"), SB_ROUTE_TO_WORKER,
+           0);
     /* an unbound connection has no worker to go to */
     expect_drop(from_client(4, "{\"method\":\"a\"}"), SB_WHY_NO_WORKER);
     expect_drop(from_client(4, "{\"method\":\"a\",\"sessionId\":\"u\"}"), SB_WHY_NO_WORKER);

@@ -123,8 +123,8 @@ Test(cli, values_may_follow_an_equals_sign) {
     cr_assert_str_eq(opt.config_path, "c.json");
     cr_assert_eq(opt.mode, SB_MODE_UNIX);
     cr_assert_str_eq(opt.address, "/run/b.sock");
-    cr_assert_eq(PARSE("--config=c.json", "--tcp=127.0.0.1:7070", "--log-level=warn"),
-                 STDIO_BUS_OK, "%s", err);
+    cr_assert_eq(PARSE("--config=c.json", "--tcp=127.0.0.1:7070", "--log-level=warn"), STDIO_BUS_OK,
+                 "%s", err);
     cr_assert_eq(opt.log_level, SB_LOG_WARN);
     /* spelled out, a value that starts with -- is meant */
     cr_assert_eq(PARSE("--config=--odd.json"), STDIO_BUS_OK, "%s", err);
@@ -153,8 +153,8 @@ Test(cli, version_needs_no_config) {
 }
 
 Test(cli, usage_names_every_flag) {
-    const char *flags[] = {"--config", "--stdio", "--unix", "--tcp", "--log-level",
-                           "--help",   "--version"};
+    const char *flags[] = {"--config",    "--stdio", "--unix",   "--tcp",
+                           "--log-level", "--help",  "--version"};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         cr_assert(strstr(sb_cli_usage, flags[i]), "usage lacks %s", flags[i]);
 }
@@ -220,8 +220,8 @@ Test(cli, split_bracketed_v6_drops_the_brackets) {
 
 Test(cli, split_rejects_malformed_forms) {
     const char *bad[] = {
-        "",           "localhost",  ":8080",      "host:",     "::1:8080",  "[::1]",
-        "[::1]8080",  "[::1]:",     "[]:80",      "[::1:80",   "a:b:80",
+        "",          "localhost", ":8080", "host:",   "::1:8080", "[::1]",
+        "[::1]8080", "[::1]:",    "[]:80", "[::1:80", "a:b:80",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         cr_expect_eq(split(bad[i]), STDIO_BUS_EINVAL, "accepted \"%s\"", bad[i]);
@@ -229,7 +229,7 @@ Test(cli, split_rejects_malformed_forms) {
 
 Test(cli, split_rejects_bad_ports) {
     const char *bad[] = {
-        "h:65536", "h:-1", "h:+80", "h:80x", "h:0x50", "h:http", "h:99999999999999999999",
+        "h:65536", "h:-1",   "h:+80", "h:80x", "h:0x50", "h:http", "h:99999999999999999999",
         "h: 80",   "h:\t80", "h:8 0",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)

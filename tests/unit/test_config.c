@@ -78,9 +78,11 @@ static void expect_ok(int rc) {
     cr_assert_str_empty(err);
 }
 
-static void release(void) { sb_config_fini(&cfg); }
+static void release(void) {
+    sb_config_fini(&cfg);
+}
 
-#define POOL_SH "{\"id\":\"p\",\"command\":\"/bin/sh\",\"instances\":1}"
+#define POOL_SH  "{\"id\":\"p\",\"command\":\"/bin/sh\",\"instances\":1}"
 #define ONE_POOL "{\"pools\":[" POOL_SH "]}"
 
 /* A temporary directory, removed by the fixture's fini. */
@@ -203,15 +205,16 @@ Test(config, duplicate_id_names_both_indexes) {
 }
 
 Test(config, ids_differing_only_in_case_are_distinct) {
-    expect_ok(parse("{\"pools\":[" POOL_SH ",{\"id\":\"P\",\"command\":\"/bin/sh\",\"instances\":1}]}"));
+    expect_ok(
+        parse("{\"pools\":[" POOL_SH ",{\"id\":\"P\",\"command\":\"/bin/sh\",\"instances\":1}]}"));
     cr_assert_eq(cfg.pool_count, 2);
 }
 
 /* ---- 9.3: command ----------------------------------------------------- */
 
 Test(config, command_missing_names_the_field) {
-    expect_error(parse("{\"pools\":[{\"id\":\"p\",\"instances\":1}]}"), "pools[0].command:",
-                 "required");
+    expect_error(parse("{\"pools\":[{\"id\":\"p\",\"instances\":1}]}"),
+                 "pools[0].command:", "required");
 }
 
 Test(config, command_not_a_string_names_the_field) {
@@ -372,22 +375,29 @@ typedef struct {
 } limit_case;
 
 static long limit_value(const sb_limits *l, const char *key) {
-    if (!strcmp(key, "max_input_buffer")) return (long)l->max_input_buffer;
-    if (!strcmp(key, "max_output_queue")) return (long)l->max_output_queue;
-    if (!strcmp(key, "max_restarts")) return l->max_restarts;
-    if (!strcmp(key, "restart_window_sec")) return l->restart_window_sec;
-    if (!strcmp(key, "drain_timeout_sec")) return l->drain_timeout_sec;
-    if (!strcmp(key, "backpressure_timeout_sec")) return l->backpressure_timeout_sec;
-    if (!strcmp(key, "restart_backoff_ms")) return l->restart_backoff_ms;
-    if (!strcmp(key, "restart_backoff_max_ms")) return l->restart_backoff_max_ms;
+    if (!strcmp(key, "max_input_buffer"))
+        return (long)l->max_input_buffer;
+    if (!strcmp(key, "max_output_queue"))
+        return (long)l->max_output_queue;
+    if (!strcmp(key, "max_restarts"))
+        return l->max_restarts;
+    if (!strcmp(key, "restart_window_sec"))
+        return l->restart_window_sec;
+    if (!strcmp(key, "drain_timeout_sec"))
+        return l->drain_timeout_sec;
+    if (!strcmp(key, "backpressure_timeout_sec"))
+        return l->backpressure_timeout_sec;
+    if (!strcmp(key, "restart_backoff_ms"))
+        return l->restart_backoff_ms;
+    if (!strcmp(key, "restart_backoff_max_ms"))
+        return l->restart_backoff_max_ms;
     cr_assert_fail("unknown limit %s", key);
     return -1;
 }
 
 static const limit_case defaults[] = {
-    {"max_input_buffer", 1048576},  {"max_output_queue", 4194304},
-    {"max_restarts", 5},            {"restart_window_sec", 60},
-    {"drain_timeout_sec", 30},      {"backpressure_timeout_sec", 60},
+    {"max_input_buffer", 1048576}, {"max_output_queue", 4194304}, {"max_restarts", 5},
+    {"restart_window_sec", 60},    {"drain_timeout_sec", 30},     {"backpressure_timeout_sec", 60},
 };
 
 Test(config, each_limit_alone_leaves_the_others_at_default) {
@@ -420,14 +430,10 @@ typedef struct {
 } limit_bounds;
 
 static const limit_bounds bounds[] = {
-    {"max_input_buffer", 64, 1L << 30},
-    {"max_output_queue", 1, 1L << 34},
-    {"max_restarts", 0, 10000},
-    {"restart_window_sec", 1, 86400L * 365},
-    {"drain_timeout_sec", 1, 86400},
-    {"backpressure_timeout_sec", 1, 86400L * 365},
-    {"restart_backoff_ms", 1, 3600000},
-    {"restart_backoff_max_ms", 1, 86400000},
+    {"max_input_buffer", 64, 1L << 30}, {"max_output_queue", 1, 1L << 34},
+    {"max_restarts", 0, 10000},         {"restart_window_sec", 1, 86400L * 365},
+    {"drain_timeout_sec", 1, 86400},    {"backpressure_timeout_sec", 1, 86400L * 365},
+    {"restart_backoff_ms", 1, 3600000}, {"restart_backoff_max_ms", 1, 86400000},
 };
 
 Test(config, each_limit_accepts_its_bounds_and_names_itself_beyond_them) {
@@ -438,22 +444,25 @@ Test(config, each_limit_accepts_its_bounds_and_names_itself_beyond_them) {
 
         /* restart_backoff_max_ms is raised to restart_backoff_ms when below
          * it, so its minimum is checked with the smallest backoff. */
-        const char *with = strcmp(b->key, "restart_backoff_max_ms") == 0
-                               ? "\"restart_backoff_ms\":1," : "";
-        expect_ok(parsef("{\"pools\":[" POOL_SH "],\"limits\":{%s\"%s\":%ld}}", with, b->key,
-                         b->min));
+        const char *with =
+            strcmp(b->key, "restart_backoff_max_ms") == 0 ? "\"restart_backoff_ms\":1," : "";
+        expect_ok(
+            parsef("{\"pools\":[" POOL_SH "],\"limits\":{%s\"%s\":%ld}}", with, b->key, b->min));
         cr_assert_eq(limit_value(&cfg.limits, b->key), b->min, "%s", b->key);
         release();
-        expect_ok(parsef("{\"pools\":[" POOL_SH "],\"limits\":{%s\"%s\":%ld}}", with, b->key,
-                         b->max));
+        expect_ok(
+            parsef("{\"pools\":[" POOL_SH "],\"limits\":{%s\"%s\":%ld}}", with, b->key, b->max));
         cr_assert_eq(limit_value(&cfg.limits, b->key), b->max, "%s", b->key);
         release();
-        expect_error(parsef("{\"pools\":[" POOL_SH "],\"limits\":{\"%s\":%ld}}", b->key, b->min - 1),
-                     field, NULL);
-        expect_error(parsef("{\"pools\":[" POOL_SH "],\"limits\":{\"%s\":%ld}}", b->key, b->max + 1),
-                     field, NULL);
-        expect_error(parsef("{\"pools\":[" POOL_SH "],\"limits\":{\"%s\":\"%ld\"}}", b->key, b->min),
-                     field, NULL);
+        expect_error(
+            parsef("{\"pools\":[" POOL_SH "],\"limits\":{\"%s\":%ld}}", b->key, b->min - 1), field,
+            NULL);
+        expect_error(
+            parsef("{\"pools\":[" POOL_SH "],\"limits\":{\"%s\":%ld}}", b->key, b->max + 1), field,
+            NULL);
+        expect_error(
+            parsef("{\"pools\":[" POOL_SH "],\"limits\":{\"%s\":\"%ld\"}}", b->key, b->min), field,
+            NULL);
         expect_error(parsef("{\"pools\":[" POOL_SH "],\"limits\":{\"%s\":%ld.5}}", b->key, b->min),
                      field, NULL);
     }
@@ -502,10 +511,10 @@ Test(config, orphan_policy_accepts_discard_and_error) {
 }
 
 Test(config, orphan_policy_other_values_name_the_field) {
-    expect_error(parse("{\"pools\":[" POOL_SH "],\"orphan_policy\":\"drop\"}"), "orphan_policy:",
-                 NULL);
-    expect_error(parse("{\"pools\":[" POOL_SH "],\"orphan_policy\":\"Error\"}"), "orphan_policy:",
-                 NULL);
+    expect_error(parse("{\"pools\":[" POOL_SH "],\"orphan_policy\":\"drop\"}"),
+                 "orphan_policy:", NULL);
+    expect_error(parse("{\"pools\":[" POOL_SH "],\"orphan_policy\":\"Error\"}"),
+                 "orphan_policy:", NULL);
     expect_error(parse("{\"pools\":[" POOL_SH "],\"orphan_policy\":1}"), "orphan_policy:", NULL);
 }
 
@@ -524,7 +533,8 @@ Test(config, affinity_connection_and_none_are_accepted) {
     cr_assert_eq(cfg.affinity, SB_AFFINITY_CONNECTION);
     cr_assert_eq(warns.count, 0);
     release();
-    expect_ok(parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":\"none\",\"spawn\":\"at_start\"") "]}"));
+    expect_ok(
+        parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":\"none\",\"spawn\":\"at_start\"") "]}"));
     cr_assert_eq(cfg.affinity, SB_AFFINITY_NONE);
     cr_assert_eq(warns.count, 0);
 }
@@ -534,35 +544,38 @@ Test(config, spawn_per_connection_implies_connection_affinity) {
     cr_assert_eq(cfg.affinity, SB_AFFINITY_EXCLUSIVE);
     cr_assert(cfg.pools[0].affinity && cfg.pools[0].per_connection);
     release();
-    expect_ok(parse("{\"pools\":[" POOL_AFF("p", ",\"spawn\":\"per_connection\",\"affinity\":\"connection\"") "]}"));
+    expect_ok(parse("{\"pools\":[" POOL_AFF(
+        "p", ",\"spawn\":\"per_connection\",\"affinity\":\"connection\"") "]}"));
     cr_assert_eq(cfg.affinity, SB_AFFINITY_EXCLUSIVE);
 }
 
 Test(config, affinity_and_spawn_other_values_name_the_field) {
     expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":\"Connection\"") "]}"),
                  "pools[0].affinity:", "\"connection\"");
-    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":true") "]}"), "pools[0].affinity:",
-                 NULL);
-    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"spawn\":\"lazy\"") "]}"), "pools[0].spawn:",
-                 "\"per_connection\"");
-    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"spawn\":\"per_connection\",\"affinity\":\"none\"") "]}"),
+    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"affinity\":true") "]}"),
+                 "pools[0].affinity:", NULL);
+    expect_error(parse("{\"pools\":[" POOL_AFF("p", ",\"spawn\":\"lazy\"") "]}"),
+                 "pools[0].spawn:", "\"per_connection\"");
+    expect_error(parse("{\"pools\":[" POOL_AFF(
+                     "p", ",\"spawn\":\"per_connection\",\"affinity\":\"none\"") "]}"),
                  "pools[0].spawn:", "needs");
 }
 
 Test(config, pools_must_agree_on_affinity) {
-    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") "," POOL_AFF("b", "") "]}"),
+    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") "," POOL_AFF(
+                     "b", "") "]}"),
                  "pools[1]:", "same \"affinity\"");
-    expect_ok(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") ","
-                    POOL_AFF("b", ",\"affinity\":\"connection\"") "]}"));
+    expect_ok(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") "," POOL_AFF(
+        "b", ",\"affinity\":\"connection\"") "]}"));
     cr_assert_eq(cfg.affinity, SB_AFFINITY_CONNECTION);
 }
 
 Test(config, a_per_connection_pool_is_the_only_pool) {
-    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"spawn\":\"per_connection\"") ","
-                       POOL_AFF("b", ",\"spawn\":\"per_connection\"") "]}"),
+    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"spawn\":\"per_connection\"") "," POOL_AFF(
+                     "b", ",\"spawn\":\"per_connection\"") "]}"),
                  "pools[1]:", "only pool");
-    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") ","
-                       POOL_AFF("b", ",\"spawn\":\"per_connection\"") "]}"),
+    expect_error(parse("{\"pools\":[" POOL_AFF("a", ",\"affinity\":\"connection\"") "," POOL_AFF(
+                     "b", ",\"spawn\":\"per_connection\"") "]}"),
                  "pools[1]:", "only pool");
 }
 

@@ -23,6 +23,7 @@ Test(fdlimit, hard_limit_caps_the_raise) {
 
 Test(fdlimit, enough_is_left_alone) {
     cr_assert_eq(sb_fdlimit_target(1100, 4096, 1100), 1100);
-    cr_assert_eq(sb_fdlimit_target(65536, 1048576, 1100), 65536, "a higher soft limit is never lowered");
+    cr_assert_eq(sb_fdlimit_target(65536, 1048576, 1100), 65536,
+                 "a higher soft limit is never lowered");
     cr_assert_eq(sb_fdlimit_target(RLIM_INFINITY, RLIM_INFINITY, 1100), RLIM_INFINITY);
 }

@@ -22,8 +22,7 @@
 /* Copies s[0..n) so that it ends exactly at a guard page and parses it.
  * The copy stays mapped until the next call, so tokens can be checked. */
 static const char *guarded;
-static int parse(const char *s, size_t n, sb_fields *out)
-{
+static int parse(const char *s, size_t n, sb_fields *out) {
     static char *map;
     static size_t map_len;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -33,8 +32,7 @@ static int parse(const char *s, size_t n, sb_fields *out)
     if (map != NULL)
         munmap(map, map_len);
     map_len = (data_pages + 1) * page;
-    map = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cr_assert(map != MAP_FAILED);
     cr_assert(mprotect(map + data_pages * page, page, PROT_NONE) == 0);
     copy = map + data_pages * page - n;
@@ -43,32 +41,28 @@ static int parse(const char *s, size_t n, sb_fields *out)
     return sb_fields_parse(copy, n, out);
 }
 
-static int parse_str(const char *s, sb_fields *out)
-{
+static int parse_str(const char *s, sb_fields *out) {
     return parse(s, strlen(s), out);
 }
 
 /* Asserts that tok is of type t and its raw bytes are exactly raw. */
-static void expect_token(const sb_token *tok, sb_json_type t, const char *raw)
-{
+static void expect_token(const sb_token *tok, sb_json_type t, const char *raw) {
     cr_assert_eq(tok->type, t, "type %d, expected %d", tok->type, t);
-    cr_assert_eq(tok->raw_len, strlen(raw), "raw length %zu, expected %zu (%s)",
-                 tok->raw_len, strlen(raw), raw);
+    cr_assert_eq(tok->raw_len, strlen(raw), "raw length %zu, expected %zu (%s)", tok->raw_len,
+                 strlen(raw), raw);
     cr_assert(memcmp(tok->raw, raw, tok->raw_len) == 0, "raw is %.*s, expected %s",
               (int)tok->raw_len, tok->raw, raw);
     /* The token points into the caller's line, not into a copy. */
     cr_assert(tok->raw >= guarded);
 }
 
-static void expect_absent(const sb_token *tok)
-{
+static void expect_absent(const sb_token *tok) {
     cr_assert_eq(tok->type, SB_JSON_ABSENT);
     cr_assert_null(tok->raw);
     cr_assert_eq(tok->raw_len, 0);
 }
 
-static void expect_all_absent(const sb_fields *f)
-{
+static void expect_all_absent(const sb_fields *f) {
     expect_absent(&f->id);
     expect_absent(&f->session_id);
     expect_absent(&f->method);
@@ -113,8 +107,19 @@ static const char *const objects[] = {
 };
 
 static const char *const non_objects[] = {
-    "[1]", "[]", "1", "-0", "0", "\"x\"", "true", "false", "null",
-    " [ 1 , 2 ] ", "[{\"id\":1}]", "1e5", "\"\\ud800\\udc00\"",
+    "[1]",
+    "[]",
+    "1",
+    "-0",
+    "0",
+    "\"x\"",
+    "true",
+    "false",
+    "null",
+    " [ 1 , 2 ] ",
+    "[{\"id\":1}]",
+    "1e5",
+    "\"\\ud800\\udc00\"",
 };
 
 static const char *const invalid[] = {
@@ -165,18 +170,18 @@ static const char *const invalid[] = {
     "{\"a\":\"\\u12\"}",
     "{\"a\":\"\\u12g4\"}",
     "{\"a\":\"\\U0041\"}",
-    "{\"a\":\"\\ud800\"}",          /* lone high surrogate: cJSON rejects it */
-    "{\"a\":\"\\udc00\"}",          /* lone low surrogate */
-    "{\"a\":\"\\ud800\\u0041\"}",   /* high followed by a non-surrogate */
-    "{\"a\":\"\\ud800\\ud800\"}",   /* high followed by high */
-    "{\"a\":\"\\udc00\\ud800\"}",   /* pair in the wrong order */
+    "{\"a\":\"\\ud800\"}",        /* lone high surrogate: cJSON rejects it */
+    "{\"a\":\"\\udc00\"}",        /* lone low surrogate */
+    "{\"a\":\"\\ud800\\u0041\"}", /* high followed by a non-surrogate */
+    "{\"a\":\"\\ud800\\ud800\"}", /* high followed by high */
+    "{\"a\":\"\\udc00\\ud800\"}", /* pair in the wrong order */
     "{\"a\":\"\\ud800x\"}",
     "{\"a\":\"\\ud800\\\"}",
-    "{\"a\":\"tab\there\"}",        /* raw control character in a string */
+    "{\"a\":\"tab\there\"}", /* raw control character in a string */
     "{\"a\":\"nl\nhere\"}",
-    "{\"a\":1}\x0b",               /* VT is not JSON whitespace */
+    "{\"a\":1}\x0b", /* VT is not JSON whitespace */
     "\x0c{}",
-    "\xef\xbb\xbf{}",              /* byte order mark */
+    "\xef\xbb\xbf{}", /* byte order mark */
     "{\"a\":1}/* c */",
     "// c\n{}",
     "{\"a\":[1,2}",
@@ -187,55 +192,46 @@ static const char *const invalid[] = {
     "{\"a\"::1}",
 };
 
-Test(fields, objects_are_accepted)
-{
+Test(fields, objects_are_accepted) {
     for (size_t i = 0; i < sizeof objects / sizeof *objects; i++) {
         sb_fields f;
-        cr_expect_eq(parse_str(objects[i], &f), STDIO_BUS_OK, "rejected: %s",
-                     objects[i]);
+        cr_expect_eq(parse_str(objects[i], &f), STDIO_BUS_OK, "rejected: %s", objects[i]);
     }
 }
 
-Test(fields, valid_json_that_is_not_an_object_is_einval)
-{
+Test(fields, valid_json_that_is_not_an_object_is_einval) {
     for (size_t i = 0; i < sizeof non_objects / sizeof *non_objects; i++) {
         sb_fields f;
         memset(&f, 0xa5, sizeof f);
-        cr_expect_eq(parse_str(non_objects[i], &f), STDIO_BUS_EINVAL, "%s",
-                     non_objects[i]);
+        cr_expect_eq(parse_str(non_objects[i], &f), STDIO_BUS_EINVAL, "%s", non_objects[i]);
         expect_all_absent(&f);
     }
 }
 
-Test(fields, invalid_json_is_rejected)
-{
+Test(fields, invalid_json_is_rejected) {
     for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
         sb_fields f;
         memset(&f, 0xa5, sizeof f);
-        cr_expect_eq(parse_str(invalid[i], &f), STDIO_BUS_ERR, "accepted: %s",
-                     invalid[i]);
+        cr_expect_eq(parse_str(invalid[i], &f), STDIO_BUS_ERR, "accepted: %s", invalid[i]);
         expect_all_absent(&f);
     }
 }
 
-Test(fields, nul_bytes_are_rejected_inside_and_outside_strings)
-{
+Test(fields, nul_bytes_are_rejected_inside_and_outside_strings) {
     sb_fields f;
     cr_expect_eq(parse(LIT("{\"a\":\"x\0y\"}"), &f), STDIO_BUS_ERR);
     cr_expect_eq(parse(LIT("{}\0"), &f), STDIO_BUS_ERR);
     cr_expect_eq(parse(LIT("{\0}"), &f), STDIO_BUS_ERR);
 }
 
-Test(fields, length_bounds_the_scan_not_a_terminator)
-{
+Test(fields, length_bounds_the_scan_not_a_terminator) {
     sb_fields f;
     /* Only the first 8 bytes are the line; what follows is not looked at. */
     cr_expect_eq(sb_fields_parse("{\"id\":1}garbage", 8, &f), STDIO_BUS_OK);
     expect_token(&f.id, SB_JSON_NUMBER, "1");
 }
 
-Test(fields, every_proper_prefix_of_an_object_is_invalid)
-{
+Test(fields, every_proper_prefix_of_an_object_is_invalid) {
     static const char *const lines[] = {
         "{\"jsonrpc\":\"2.0\",\"id\":\"a\\u0062\",\"method\":\"m\","
         "\"params\":{\"x\":[1,-2.5e+3,true,false,null,\"\\ud83d\\ude00\"]}}",
@@ -257,8 +253,7 @@ Test(fields, every_proper_prefix_of_an_object_is_invalid)
 
 /* An object whose member "a" nests arrays so that depth (the top-level
  * object included) is exactly `depth`. */
-static char *nested_object(size_t depth, size_t *len)
-{
+static char *nested_object(size_t depth, size_t *len) {
     size_t arrays = depth - 1;
     size_t n = strlen("{\"a\":") + 2 * arrays + 1;
     char *s = malloc(n + 1);
@@ -272,8 +267,7 @@ static char *nested_object(size_t depth, size_t *len)
     return s;
 }
 
-Test(fields, nesting_of_max_depth_is_accepted)
-{
+Test(fields, nesting_of_max_depth_is_accepted) {
     size_t n;
     char *s = nested_object(SB_FIELDS_MAX_DEPTH, &n);
     sb_fields f;
@@ -281,8 +275,7 @@ Test(fields, nesting_of_max_depth_is_accepted)
     free(s);
 }
 
-Test(fields, nesting_beyond_max_depth_is_rejected)
-{
+Test(fields, nesting_beyond_max_depth_is_rejected) {
     size_t n;
     char *s = nested_object(SB_FIELDS_MAX_DEPTH + 1, &n);
     sb_fields f;
@@ -290,8 +283,7 @@ Test(fields, nesting_beyond_max_depth_is_rejected)
     free(s);
 }
 
-Test(fields, nesting_limit_counts_arrays_and_objects_alike)
-{
+Test(fields, nesting_limit_counts_arrays_and_objects_alike) {
     /* [[...]] of 1000 is valid JSON (not an object), 1001 is too deep; the
      * same for {"a":{"a":...}}. Matches cJSON's CJSON_NESTING_LIMIT. */
     for (size_t depth = SB_FIELDS_MAX_DEPTH - 1; depth <= SB_FIELDS_MAX_DEPTH + 1; depth++) {
@@ -313,14 +305,13 @@ Test(fields, nesting_limit_counts_arrays_and_objects_alike)
         s[n++] = '{';
         memset(s + n, '}', depth);
         n += depth;
-        cr_expect_eq(parse(s, n, &f), want_ok ? STDIO_BUS_OK : STDIO_BUS_ERR,
-                     "objects, depth %zu", depth);
+        cr_expect_eq(parse(s, n, &f), want_ok ? STDIO_BUS_OK : STDIO_BUS_ERR, "objects, depth %zu",
+                     depth);
         free(s);
     }
 }
 
-Test(fields, very_deep_input_fails_without_recursion)
-{
+Test(fields, very_deep_input_fails_without_recursion) {
     size_t n = 10u * 1000 * 1000;
     char *s = malloc(n);
     sb_fields f;
@@ -331,12 +322,12 @@ Test(fields, very_deep_input_fails_without_recursion)
 
 /* ---- the routing fields ---------------------------------------------- */
 
-Test(fields, all_five_fields_are_reported_with_their_raw_bytes)
-{
+Test(fields, all_five_fields_are_reported_with_their_raw_bytes) {
     sb_fields f;
     cr_assert_eq(parse_str("{\"jsonrpc\":\"2.0\",\"id\":42,\"sessionId\":\"s-1\","
                            "\"method\":\"tools/call\",\"result\":{\"a\":[1, 2]},"
-                           "\"error\":{\"code\":-32600,\"message\":\"x\"}}", &f),
+                           "\"error\":{\"code\":-32600,\"message\":\"x\"}}",
+                           &f),
                  STDIO_BUS_OK);
     expect_token(&f.id, SB_JSON_NUMBER, "42");
     expect_token(&f.session_id, SB_JSON_STRING, "\"s-1\"");
@@ -345,8 +336,7 @@ Test(fields, all_five_fields_are_reported_with_their_raw_bytes)
     expect_token(&f.error, SB_JSON_OBJECT, "{\"code\":-32600,\"message\":\"x\"}");
 }
 
-Test(fields, absent_fields_are_absent)
-{
+Test(fields, absent_fields_are_absent) {
     sb_fields f;
     cr_assert_eq(parse_str("{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}", &f), STDIO_BUS_OK);
     expect_token(&f.method, SB_JSON_STRING, "\"ping\"");
@@ -359,8 +349,7 @@ Test(fields, absent_fields_are_absent)
     expect_all_absent(&f);
 }
 
-Test(fields, string_and_number_ids_are_distinct)
-{
+Test(fields, string_and_number_ids_are_distinct) {
     sb_fields f;
     cr_assert_eq(parse_str("{\"id\":\"1\"}", &f), STDIO_BUS_OK);
     expect_token(&f.id, SB_JSON_STRING, "\"1\"");
@@ -368,8 +357,7 @@ Test(fields, string_and_number_ids_are_distinct)
     expect_token(&f.id, SB_JSON_NUMBER, "1");
 }
 
-Test(fields, every_value_type_is_reported)
-{
+Test(fields, every_value_type_is_reported) {
     static const struct {
         const char *line;
         sb_json_type type;
@@ -392,11 +380,11 @@ Test(fields, every_value_type_is_reported)
     }
 }
 
-Test(fields, numbers_keep_their_exact_spelling)
-{
+Test(fields, numbers_keep_their_exact_spelling) {
     static const char *const numbers[] = {
-        "0", "-0", "1e5", "1E5", "1e+5", "1e-5", "-0.0", "0.10",
-        "123456789012345678901234567890123456789012345678901234567890123456789",
+        "0",     "-0",      "1e5",
+        "1E5",   "1e+5",    "1e-5",
+        "-0.0",  "0.10",    "123456789012345678901234567890123456789012345678901234567890123456789",
         "1e999", "-1e-999", "9007199254740993",
     };
     for (size_t i = 0; i < sizeof numbers / sizeof *numbers; i++) {
@@ -412,18 +400,16 @@ Test(fields, numbers_keep_their_exact_spelling)
     }
 }
 
-Test(fields, strings_keep_their_quotes_and_escapes)
-{
+Test(fields, strings_keep_their_quotes_and_escapes) {
     sb_fields f;
     cr_assert_eq(parse_str("{\"sessionId\":\"a\\\"b\\u0041\\\\\"}", &f), STDIO_BUS_OK);
     expect_token(&f.session_id, SB_JSON_STRING, "\"a\\\"b\\u0041\\\\\"");
 }
 
-Test(fields, only_top_level_keys_count)
-{
+Test(fields, only_top_level_keys_count) {
     sb_fields f;
-    cr_assert_eq(parse_str("{\"params\":{\"id\":1,\"method\":\"x\"},\"list\":[{\"error\":1}]}",
-                           &f), STDIO_BUS_OK);
+    cr_assert_eq(parse_str("{\"params\":{\"id\":1,\"method\":\"x\"},\"list\":[{\"error\":1}]}", &f),
+                 STDIO_BUS_OK);
     expect_all_absent(&f);
 
     /* A key-like string value is not a key. */
@@ -434,8 +420,7 @@ Test(fields, only_top_level_keys_count)
     expect_token(&f.id, SB_JSON_NUMBER, "2");
 }
 
-Test(fields, duplicate_keys_first_occurrence_wins)
-{
+Test(fields, duplicate_keys_first_occurrence_wins) {
     sb_fields f;
     cr_assert_eq(parse_str("{\"id\":1,\"method\":\"a\",\"id\":\"2\",\"method\":{}}", &f),
                  STDIO_BUS_OK);
@@ -450,8 +435,7 @@ Test(fields, duplicate_keys_first_occurrence_wins)
     cr_assert_eq(parse_str("{\"id\":1,\"id\":}", &f), STDIO_BUS_ERR);
 }
 
-Test(fields, keys_are_compared_by_their_decoded_value)
-{
+Test(fields, keys_are_compared_by_their_decoded_value) {
     static const struct {
         const char *line;
         int is_session;
@@ -459,9 +443,9 @@ Test(fields, keys_are_compared_by_their_decoded_value)
         {"{\"sessi\\u006fnId\":\"s\"}", 1},
         {"{\"\\u0073\\u0065\\u0073\\u0073\\u0069\\u006F\\u006E\\u0049\\u0064\":\"s\"}", 1},
         {"{\"session\\u0049d\":\"s\"}", 1},
-        {"{\"sessionid\":\"s\"}", 0},       /* case matters */
-        {"{\"session\\u0069d\":\"s\"}", 0}, /* \u0069 is 'i', not 'I' */
-        {"{\"sessionId\\u0000\":\"s\"}", 0},/* cJSON would truncate; we don't */
+        {"{\"sessionid\":\"s\"}", 0},        /* case matters */
+        {"{\"session\\u0069d\":\"s\"}", 0},  /* \u0069 is 'i', not 'I' */
+        {"{\"sessionId\\u0000\":\"s\"}", 0}, /* cJSON would truncate; we don't */
         {"{\"sessionI\":\"s\"}", 0},
         {"{\"sessionIdd\":\"s\"}", 0},
         {"{\"session\\/Id\":\"s\"}", 0},
@@ -478,11 +462,11 @@ Test(fields, keys_are_compared_by_their_decoded_value)
     }
 }
 
-Test(fields, every_routing_key_can_be_escaped)
-{
+Test(fields, every_routing_key_can_be_escaped) {
     sb_fields f;
     cr_assert_eq(parse_str("{\"\\u0069\\u0064\":1,\"\\u0073essionId\":\"s\","
-                           "\"\\u006dethod\":\"m\",\"resul\\u0074\":2,\"erro\\u0072\":3}", &f),
+                           "\"\\u006dethod\":\"m\",\"resul\\u0074\":2,\"erro\\u0072\":3}",
+                           &f),
                  STDIO_BUS_OK);
     expect_token(&f.id, SB_JSON_NUMBER, "1");
     expect_token(&f.session_id, SB_JSON_STRING, "\"s\"");
@@ -491,8 +475,7 @@ Test(fields, every_routing_key_can_be_escaped)
     expect_token(&f.error, SB_JSON_NUMBER, "3");
 }
 
-Test(fields, whitespace_around_values_is_not_part_of_the_token)
-{
+Test(fields, whitespace_around_values_is_not_part_of_the_token) {
     sb_fields f;
     cr_assert_eq(parse_str(" {\t\"id\" :\r\n \"x\" \n, \"method\"\t:\tnull\r}\r", &f),
                  STDIO_BUS_OK);
@@ -500,8 +483,7 @@ Test(fields, whitespace_around_values_is_not_part_of_the_token)
     expect_token(&f.method, SB_JSON_NULL, "null");
 }
 
-Test(fields, a_long_line_is_scanned_exactly)
-{
+Test(fields, a_long_line_is_scanned_exactly) {
     /* Exercises the word-at-a-time string skip at every alignment and
      * with the stop byte at every position within a word. */
     for (size_t len = 0; len < 40; len++) {
@@ -517,12 +499,11 @@ Test(fields, a_long_line_is_scanned_exactly)
             {
                 body[at] = '\x1f'; /* a control character anywhere is caught */
                 n = snprintf(line, sizeof line, "{\"method\":\"%s\"}", body);
-                cr_assert_eq(parse(line, (size_t)n, &f), STDIO_BUS_ERR, "len %zu at %zu",
-                             len, at);
-                body[at] = '\\';   /* so is a bad escape */
+                cr_assert_eq(parse(line, (size_t)n, &f), STDIO_BUS_ERR, "len %zu at %zu", len, at);
+                body[at] = '\\'; /* so is a bad escape */
                 n = snprintf(line, sizeof line, "{\"method\":\"%s\"}", body);
                 cr_assert_eq(parse(line, (size_t)n, &f), STDIO_BUS_ERR);
-                body[at] = '"';    /* and an early end of the string */
+                body[at] = '"'; /* and an early end of the string */
                 n = snprintf(line, sizeof line, "{\"method\":\"%s\"}", body);
                 cr_assert_eq(parse(line, (size_t)n, &f), STDIO_BUS_ERR);
             }
@@ -537,8 +518,7 @@ Test(fields, a_long_line_is_scanned_exactly)
 
 /* Builds {"method":"xx...x"} of exactly n bytes (n >= 13) in a new buffer;
  * the string body is n - 13 bytes long and starts at offset 11. */
-static char *method_line(size_t n)
-{
+static char *method_line(size_t n) {
     char *s = malloc(n);
     cr_assert_not_null(s);
     cr_assert(n >= 13);
@@ -548,8 +528,7 @@ static char *method_line(size_t n)
     return s;
 }
 
-Test(fields, lines_on_both_sides_of_the_padding_limit)
-{
+Test(fields, lines_on_both_sides_of_the_padding_limit) {
     size_t lengths[] = {SB_FIELDS_PAD_MAX - 1, SB_FIELDS_PAD_MAX, SB_FIELDS_PAD_MAX + 1,
                         SB_FIELDS_PAD_MAX + 2};
     for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
@@ -576,8 +555,7 @@ Test(fields, lines_on_both_sides_of_the_padding_limit)
     }
 }
 
-Test(fields, a_nul_as_the_last_byte_of_a_short_line_is_rejected)
-{
+Test(fields, a_nul_as_the_last_byte_of_a_short_line_is_rejected) {
     static const char *const lines[] = {"{}", "{\"id\":1}", "[1]", "1", "\"s\"", "true"};
     for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
         char s[32];
@@ -592,8 +570,7 @@ Test(fields, a_nul_as_the_last_byte_of_a_short_line_is_rejected)
     }
 }
 
-Test(fields, strings_ending_exactly_at_the_end_of_the_line)
-{
+Test(fields, strings_ending_exactly_at_the_end_of_the_line) {
     /* An unterminated string whose body runs to the last byte, for body
      * lengths around the 8/16/64-byte steps, on both sides of the limit. */
     for (size_t body = 0; body <= 140; body++) {
@@ -605,8 +582,7 @@ Test(fields, strings_ending_exactly_at_the_end_of_the_line)
             memset(s, ' ', pad);
             memcpy(s + pad, "{\"method\":\"", 11);
             memset(s + pad + 11, 'y', body);
-            cr_expect_eq(parse(s, n, &f), STDIO_BUS_ERR, "body %zu in place %d", body,
-                         in_place);
+            cr_expect_eq(parse(s, n, &f), STDIO_BUS_ERR, "body %zu in place %d", body, in_place);
             s[n] = '"'; /* closed, but the object is not */
             cr_expect_eq(parse(s, n + 1, &f), STDIO_BUS_ERR, "body %zu", body);
             s[n + 1] = '}';
@@ -617,8 +593,7 @@ Test(fields, strings_ending_exactly_at_the_end_of_the_line)
     }
 }
 
-Test(fields, a_stop_byte_at_every_position_of_a_long_string)
-{
+Test(fields, a_stop_byte_at_every_position_of_a_long_string) {
     static const size_t lengths[] = {15, 16, 17, 63, 64, 65, 127, 128, 129};
     for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
         size_t len = lengths[li];
@@ -668,11 +643,9 @@ Test(fields, a_stop_byte_at_every_position_of_a_long_string)
     }
 }
 
-Test(fields, tokens_point_into_the_callers_line_not_a_copy)
-{
-    static const char line[] =
-        "{\"jsonrpc\":\"2.0\",\"id\":12345,\"method\":\"tools/call\","
-        "\"sessionId\":\"sess-1\",\"result\":[1],\"error\":{\"a\":null}}";
+Test(fields, tokens_point_into_the_callers_line_not_a_copy) {
+    static const char line[] = "{\"jsonrpc\":\"2.0\",\"id\":12345,\"method\":\"tools/call\","
+                               "\"sessionId\":\"sess-1\",\"result\":[1],\"error\":{\"a\":null}}";
     size_t n = sizeof line - 1;
     for (int in_place = 0; in_place <= 1; in_place++) {
         size_t pad = in_place ? SB_FIELDS_PAD_MAX + 1 : 0;
@@ -695,16 +668,25 @@ Test(fields, tokens_point_into_the_callers_line_not_a_copy)
 /* SB-I-45: the plain flag tells the pending table which ids need no
  * canonical form; it must be exact, or value-equal ids would miss each
  * other. */
-Test(fields, plain_flag_marks_ids_that_are_their_own_value)
-{
-    static const struct { const char *line; int plain; } cases[] = {
-        {"{\"id\":1}", 1},           {"{\"id\":-12}", 1},
-        {"{\"id\":123456789012345}", 1}, {"{\"id\":1234567890123456}", 0},
-        {"{\"id\":-123456789012345}", 1}, {"{\"id\":1.0}", 0},
-        {"{\"id\":1e3}", 0},         {"{\"id\":1E3}", 0},
-        {"{\"id\":-0}", 0},          {"{\"id\":0}", 1},
-        {"{\"id\":\"a\"}", 1},       {"{\"id\":\"\\u0061\"}", 0},
-        {"{\"id\":\"a\\/b\"}", 0},   {"{\"id\":null}", 1},
+Test(fields, plain_flag_marks_ids_that_are_their_own_value) {
+    static const struct {
+        const char *line;
+        int plain;
+    } cases[] = {
+        {"{\"id\":1}", 1},
+        {"{\"id\":-12}", 1},
+        {"{\"id\":123456789012345}", 1},
+        {"{\"id\":1234567890123456}", 0},
+        {"{\"id\":-123456789012345}", 1},
+        {"{\"id\":1.0}", 0},
+        {"{\"id\":1e3}", 0},
+        {"{\"id\":1E3}", 0},
+        {"{\"id\":-0}", 0},
+        {"{\"id\":0}", 1},
+        {"{\"id\":\"a\"}", 1},
+        {"{\"id\":\"\\u0061\"}", 0},
+        {"{\"id\":\"a\\/b\"}", 0},
+        {"{\"id\":null}", 1},
         {"{\"x\":1.5,\"id\":7,\"y\":\"\\n\"}", 1},
         {"{\"x\":\"\\n\",\"id\":\"q\"}", 1},
     };

@@ -16,8 +16,7 @@ typedef struct {
     int full; /* EFULL was reported */
 } collected;
 
-static void drain(sb_frame *f, collected *c)
-{
+static void drain(sb_frame *f, collected *c) {
     const char *line;
     long n;
 
@@ -39,8 +38,7 @@ static void drain(sb_frame *f, collected *c)
 /* Feeds s[0..n) as a read of exactly those bytes (possibly split over
  * several sb_frame_space calls when the space offered is smaller), then
  * drains the complete lines. */
-static void feed(sb_frame *f, const char *s, size_t n, collected *c)
-{
+static void feed(sb_frame *f, const char *s, size_t n, collected *c) {
     while (n > 0 && !c->full) {
         size_t avail;
         char *p = sb_frame_space(f, &avail);
@@ -61,20 +59,16 @@ static void feed(sb_frame *f, const char *s, size_t n, collected *c)
     }
 }
 
-static void feed_str(sb_frame *f, const char *s, collected *c)
-{
+static void feed_str(sb_frame *f, const char *s, collected *c) {
     feed(f, s, strlen(s), c);
 }
 
-static void expect_text(const collected *c, const char *want)
-{
+static void expect_text(const collected *c, const char *want) {
     cr_assert_eq(c->len, strlen(want), "got %.*s, want %s", (int)c->len, c->text, want);
-    cr_assert(memcmp(c->text, want, c->len) == 0, "got %.*s, want %s", (int)c->len,
-              c->text, want);
+    cr_assert(memcmp(c->text, want, c->len) == 0, "got %.*s, want %s", (int)c->len, c->text, want);
 }
 
-Test(frame, a_new_frame_allocates_nothing_and_has_no_line)
-{
+Test(frame, a_new_frame_allocates_nothing_and_has_no_line) {
     sb_frame f;
     const char *line;
     sb_frame_init(&f, 1024);
@@ -85,8 +79,7 @@ Test(frame, a_new_frame_allocates_nothing_and_has_no_line)
     sb_frame_fini(&f);
 }
 
-Test(frame, partial_line_returns_eagain)
-{
+Test(frame, partial_line_returns_eagain) {
     sb_frame f;
     collected c = {0};
     sb_frame_init(&f, 1024);
@@ -99,8 +92,7 @@ Test(frame, partial_line_returns_eagain)
     sb_frame_fini(&f);
 }
 
-Test(frame, many_lines_in_one_read_come_out_in_order)
-{
+Test(frame, many_lines_in_one_read_come_out_in_order) {
     sb_frame f;
     collected c = {0};
     sb_frame_init(&f, 1024);
@@ -113,8 +105,7 @@ Test(frame, many_lines_in_one_read_come_out_in_order)
     sb_frame_fini(&f);
 }
 
-Test(frame, crlf_is_passed_through_unchanged)
-{
+Test(frame, crlf_is_passed_through_unchanged) {
     sb_frame f;
     collected c = {0};
     sb_frame_init(&f, 64);
@@ -125,8 +116,7 @@ Test(frame, crlf_is_passed_through_unchanged)
     sb_frame_fini(&f);
 }
 
-Test(frame, lines_split_at_every_byte_position_are_reassembled)
-{
+Test(frame, lines_split_at_every_byte_position_are_reassembled) {
     static const char text[] = "{\"id\":1}\n\n{\"method\":\"x\"}\r\nlonger line of text\nz\n";
     const size_t n = sizeof text - 1;
     const char *want = "{\"id\":1}\n|\n|{\"method\":\"x\"}\r\n|longer line of text\n|z\n|";
@@ -146,8 +136,7 @@ Test(frame, lines_split_at_every_byte_position_are_reassembled)
     }
 }
 
-Test(frame, one_byte_reads_scan_each_byte_once)
-{
+Test(frame, one_byte_reads_scan_each_byte_once) {
     sb_frame f;
     collected c = {0};
     sb_frame_init(&f, 1 << 20);
@@ -164,8 +153,7 @@ Test(frame, one_byte_reads_scan_each_byte_once)
     sb_frame_fini(&f);
 }
 
-Test(frame, a_line_of_exactly_max_bytes_is_accepted)
-{
+Test(frame, a_line_of_exactly_max_bytes_is_accepted) {
     enum { MAX = 100 };
     char line[MAX];
     memset(line, 'x', MAX - 1);
@@ -185,8 +173,7 @@ Test(frame, a_line_of_exactly_max_bytes_is_accepted)
     }
 }
 
-Test(frame, a_line_of_max_plus_one_bytes_is_efull)
-{
+Test(frame, a_line_of_max_plus_one_bytes_is_efull) {
     enum { MAX = 100 };
     char line[MAX + 1];
     memset(line, 'x', MAX);
@@ -211,8 +198,7 @@ Test(frame, a_line_of_max_plus_one_bytes_is_efull)
     }
 }
 
-Test(frame, overflow_is_reported_once_max_bytes_are_buffered_not_later)
-{
+Test(frame, overflow_is_reported_once_max_bytes_are_buffered_not_later) {
     /* SB-7.3.2: the daemon must not wait for a '\n' that may never come. */
     sb_frame f;
     collected c = {0};
@@ -226,8 +212,7 @@ Test(frame, overflow_is_reported_once_max_bytes_are_buffered_not_later)
     sb_frame_fini(&f);
 }
 
-Test(frame, a_complete_line_before_an_overlong_one_is_still_returned)
-{
+Test(frame, a_complete_line_before_an_overlong_one_is_still_returned) {
     sb_frame f;
     collected c = {0};
     sb_frame_init(&f, 8);
@@ -238,8 +223,7 @@ Test(frame, a_complete_line_before_an_overlong_one_is_still_returned)
     sb_frame_fini(&f);
 }
 
-Test(frame, lines_that_fill_the_buffer_exactly_are_not_overflow)
-{
+Test(frame, lines_that_fill_the_buffer_exactly_are_not_overflow) {
     /* The buffer holds max bytes of complete lines: they are lines. */
     sb_frame f;
     collected c = {0};
@@ -253,8 +237,7 @@ Test(frame, lines_that_fill_the_buffer_exactly_are_not_overflow)
     sb_frame_fini(&f);
 }
 
-Test(frame, storage_grows_geometrically_and_never_beyond_max)
-{
+Test(frame, storage_grows_geometrically_and_never_beyond_max) {
     enum { MAX = 100000 };
     sb_frame f;
     size_t grows = 0, last_cap = 0;
@@ -280,8 +263,7 @@ Test(frame, storage_grows_geometrically_and_never_beyond_max)
     sb_frame_fini(&f);
 }
 
-Test(frame, a_max_smaller_than_the_first_allocation_is_honoured)
-{
+Test(frame, a_max_smaller_than_the_first_allocation_is_honoured) {
     sb_frame f;
     collected c = {0};
     size_t avail;
@@ -295,8 +277,7 @@ Test(frame, a_max_smaller_than_the_first_allocation_is_honoured)
     sb_frame_fini(&f);
 }
 
-Test(frame, one_mebibyte_default_line_fits)
-{
+Test(frame, one_mebibyte_default_line_fits) {
     enum { MAX = 1048576 };
     char *big = malloc(MAX);
     sb_frame f;
@@ -323,8 +304,7 @@ Test(frame, one_mebibyte_default_line_fits)
     sb_frame_fini(&f);
 }
 
-Test(frame, shrink_releases_storage_only_when_nothing_is_pending)
-{
+Test(frame, shrink_releases_storage_only_when_nothing_is_pending) {
     sb_frame f;
     collected c = {0};
     sb_frame_init(&f, 1 << 20);
@@ -344,8 +324,7 @@ Test(frame, shrink_releases_storage_only_when_nothing_is_pending)
     sb_frame_fini(&f);
 }
 
-Test(frame, fini_then_init_again)
-{
+Test(frame, fini_then_init_again) {
     sb_frame f;
     collected c = {0};
     sb_frame_init(&f, 16);
@@ -358,8 +337,7 @@ Test(frame, fini_then_init_again)
     sb_frame_fini(&f);
 }
 
-Test(frame, lines_point_into_the_buffer_without_copying)
-{
+Test(frame, lines_point_into_the_buffer_without_copying) {
     sb_frame f;
     const char *a, *b;
     size_t avail;
@@ -374,8 +352,7 @@ Test(frame, lines_point_into_the_buffer_without_copying)
     sb_frame_fini(&f);
 }
 
-Test(frame, a_zero_length_read_changes_nothing)
-{
+Test(frame, a_zero_length_read_changes_nothing) {
     sb_frame f;
     collected c = {0};
     sb_frame_init(&f, 64);
@@ -392,8 +369,7 @@ Test(frame, a_zero_length_read_changes_nothing)
 /* A peer whose reads fill all the space offered is busy: its storage grows
  * (to 64 KiB) even though every line in it was complete, so one read can
  * take many lines. A peer whose reads leave room keeps the first size. */
-static size_t cap_after_reads(size_t line_len, size_t read_len, int rounds)
-{
+static size_t cap_after_reads(size_t line_len, size_t read_len, int rounds) {
     sb_frame f;
     size_t at = 0; /* position in the endless stream of lines */
     char *line = malloc(line_len);
@@ -419,13 +395,11 @@ static size_t cap_after_reads(size_t line_len, size_t read_len, int rounds)
     return cap;
 }
 
-Test(frame, a_busy_peer_gets_larger_reads_up_to_64_kib)
-{
+Test(frame, a_busy_peer_gets_larger_reads_up_to_64_kib) {
     cr_expect_eq(cap_after_reads(4096, (size_t)-1, 10), 65536);
     cr_expect_eq(cap_after_reads(100, (size_t)-1, 10), 65536);
 }
 
-Test(frame, a_peer_whose_reads_leave_room_keeps_the_first_size)
-{
+Test(frame, a_peer_whose_reads_leave_room_keeps_the_first_size) {
     cr_expect_eq(cap_after_reads(100, 1000, 50), 4096);
 }

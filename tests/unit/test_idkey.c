@@ -14,8 +14,8 @@ static void expect_same(const char *a, const char *b) {
     char ba[SB_IDKEY_MAX], bb[SB_IDKEY_MAX];
     const char *ca, *cb;
     size_t na = canon(a, ba, &ca), nb = canon(b, bb, &cb);
-    cr_assert(na == nb && memcmp(ca, cb, na) == 0, "%s and %s: \"%.*s\" vs \"%.*s\"", a, b,
-              (int)na, ca, (int)nb, cb);
+    cr_assert(na == nb && memcmp(ca, cb, na) == 0, "%s and %s: \"%.*s\" vs \"%.*s\"", a, b, (int)na,
+              ca, (int)nb, cb);
 }
 
 static void expect_differ(const char *a, const char *b) {
@@ -26,8 +26,8 @@ static void expect_differ(const char *a, const char *b) {
 }
 
 Test(idkey, plain_tokens_are_their_own_form_and_copy_nothing) {
-    static const char *plain[] = {"1", "-17", "0", "123456789012345", "\"abc\"", "\"\"", "null",
-                                  "\"caf\xc3\xa9\""};
+    static const char *plain[] = {"1",       "-17",  "0",    "123456789012345",
+                                  "\"abc\"", "\"\"", "null", "\"caf\xc3\xa9\""};
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
         char buf[SB_IDKEY_MAX];
         const char *c;
@@ -45,7 +45,7 @@ Test(idkey, numbers_of_one_value_meet) {
     expect_same("0", "-0");
     expect_same("0", "0.0e5");
     expect_same("-3", "-3.000");
-    expect_same("1234567890123456", "1234567890123456.0"); /* 16 digits, still exact */
+    expect_same("1234567890123456", "1234567890123456.0");       /* 16 digits, still exact */
     expect_same("12345678901234567890", "12345678901234567891"); /* one double */
     expect_same("0.5", "5e-1");
 }

@@ -18,7 +18,9 @@
 
 static sb_loop loop;
 
-static void fini(void) { sb_loop_fini(&loop); }
+static void fini(void) {
+    sb_loop_fini(&loop);
+}
 
 TestSuite(loop, .fini = fini);
 
@@ -41,7 +43,9 @@ static void make_pipe(int fds[2]) {
     cr_assert_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0, "pipe2: %s", strerror(errno));
 }
 
-static void make_readable(int wr) { cr_assert_eq(write(wr, "x", 1), 1); }
+static void make_readable(int wr) {
+    cr_assert_eq(write(wr, "x", 1), 1);
+}
 
 static int64_t now_ms(void) {
     struct timespec ts;
@@ -242,9 +246,9 @@ Test(loop, handler_removed_during_dispatch_does_not_fire) {
 
 typedef struct {
     sb_loop *loop;
-    int victim_fd;  /* closed and replaced by a fresh, empty pipe */
-    int fresh_wr;   /* write end of the fresh pipe */
-    record *fresh;  /* the new owner's record */
+    int victim_fd; /* closed and replaced by a fresh, empty pipe */
+    int fresh_wr;  /* write end of the fresh pipe */
+    record *fresh; /* the new owner's record */
     int calls;
 } replacer;
 

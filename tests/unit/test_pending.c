@@ -12,11 +12,13 @@
 #include "status.h"
 
 #define LIT(s) (s), (sizeof(s) - 1)
-#define ID(s) sb_idkey_raw(LIT(s))
+#define ID(s)  sb_idkey_raw(LIT(s))
 
 static sb_pending t;
 
-static void fini(void) { sb_pending_fini(&t); }
+static void fini(void) {
+    sb_pending_fini(&t);
+}
 
 static size_t id_of(int i, char *buf, size_t size) {
     return (size_t)snprintf(buf, size, "%d", i);
@@ -271,11 +273,11 @@ static uint32_t rnd(uint32_t n) {
     return rng_state % n;
 }
 
-#define MODEL_CAP 128
+#define MODEL_CAP       128
 #define MODEL_RECEIVERS 3
-#define MODEL_SENDERS 4
-#define MODEL_IDS 24      /* few ids: many duplicate keys */
-#define MODEL_SESSIONS 3  /* session index, MODEL_SESSIONS = none */
+#define MODEL_SENDERS   4
+#define MODEL_IDS       24 /* few ids: many duplicate keys */
+#define MODEL_SESSIONS  3  /* session index, MODEL_SESSIONS = none */
 
 typedef struct {
     int receiver, sender, id, session;
@@ -343,7 +345,8 @@ Test(pending, slots_are_reused_over_100k_operations_against_a_model) {
         uint32_t what = rnd(100);
         if (what < 50) {
             int sender = (int)rnd(MODEL_SENDERS);
-            int rc = sb_pending_add(&t, receiver, sender, sb_idkey_raw(idbuf, id_len), s_ptr, s_len);
+            int rc =
+                sb_pending_add(&t, receiver, sender, sb_idkey_raw(idbuf, id_len), s_ptr, s_len);
             if (model_count < MODEL_CAP) {
                 cr_assert_eq(rc, STDIO_BUS_OK, "op %d", op);
                 model[model_count++] = (model_entry){receiver, sender, id, session, seq++};
@@ -354,10 +357,12 @@ Test(pending, slots_are_reused_over_100k_operations_against_a_model) {
             bool held = false;
             for (int i = 0; i < model_count; i++)
                 held |= model[i].receiver == receiver && model[i].id == id;
-            cr_assert_eq(sb_pending_holds(&t, receiver, sb_idkey_raw(idbuf, id_len)), held, "op %d", op);
+            cr_assert_eq(sb_pending_holds(&t, receiver, sb_idkey_raw(idbuf, id_len)), held, "op %d",
+                         op);
             int expected = model_take(receiver, id, session);
-            cr_assert_eq(sb_pending_take(&t, receiver, sb_idkey_raw(idbuf, id_len), s_ptr, s_len), expected,
-                         "op %d: receiver %d id %d session %d", op, receiver, id, session);
+            cr_assert_eq(sb_pending_take(&t, receiver, sb_idkey_raw(idbuf, id_len), s_ptr, s_len),
+                         expected, "op %d: receiver %d id %d session %d", op, receiver, id,
+                         session);
         } else if (what < 95) {
             int expected = model_drop(true, receiver);
             cr_assert_eq(sb_pending_drop_receiver(&t, receiver, NULL, NULL), expected, "op %d", op);

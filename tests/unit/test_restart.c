@@ -12,7 +12,9 @@
 
 static sb_restart_history h;
 
-static void fini(void) { sb_restart_fini(&h); }
+static void fini(void) {
+    sb_restart_fini(&h);
+}
 
 static sb_limits limits(int max_restarts, int window_sec, long backoff_ms, long backoff_max_ms) {
     sb_limits l = {

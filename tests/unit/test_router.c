@@ -13,7 +13,9 @@
 
 static sb_router r;
 
-static void fini(void) { sb_router_fini(&r); }
+static void fini(void) {
+    sb_router_fini(&r);
+}
 
 /* A router with `workers` workers, all running, and 8 client slots. */
 static void start(int workers) {
@@ -32,12 +34,18 @@ static sb_route from_worker(int worker, const char *line) {
 
 static const char *action_name(sb_route_action a) {
     switch (a) {
-    case SB_ROUTE_IGNORE: return "IGNORE";
-    case SB_ROUTE_TO_WORKER: return "TO_WORKER";
-    case SB_ROUTE_TO_CLIENT: return "TO_CLIENT";
-    case SB_ROUTE_DROP: return "DROP";
-    case SB_ROUTE_REJECT: return "REJECT";
-    case SB_ROUTE_HOLD: return "HOLD";
+    case SB_ROUTE_IGNORE:
+        return "IGNORE";
+    case SB_ROUTE_TO_WORKER:
+        return "TO_WORKER";
+    case SB_ROUTE_TO_CLIENT:
+        return "TO_CLIENT";
+    case SB_ROUTE_DROP:
+        return "DROP";
+    case SB_ROUTE_REJECT:
+        return "REJECT";
+    case SB_ROUTE_HOLD:
+        return "HOLD";
     }
     return "?";
 }
@@ -74,8 +82,10 @@ TestSuite(router, .fini = fini);
 Test(router, new_sessions_are_assigned_round_robin) {
     start(3);
     const char *lines[] = {
-        "{\"method\":\"n\",\"sessionId\":\"a\"}\n", "{\"method\":\"n\",\"sessionId\":\"b\"}\n",
-        "{\"method\":\"n\",\"sessionId\":\"c\"}\n", "{\"method\":\"n\",\"sessionId\":\"d\"}\n",
+        "{\"method\":\"n\",\"sessionId\":\"a\"}\n",
+        "{\"method\":\"n\",\"sessionId\":\"b\"}\n",
+        "{\"method\":\"n\",\"sessionId\":\"c\"}\n",
+        "{\"method\":\"n\",\"sessionId\":\"d\"}\n",
     };
     int expected[] = {0, 1, 2, 0};
     for (int i = 0; i < 4; i++) {
@@ -129,8 +139,8 @@ Test(router, session_is_never_reassigned_even_when_its_worker_is_busy) {
      * instead of moving like a sessionless request would. */
     start(2);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"a\",\"sessionId\":\"s\"}"), 0);
-    expect_outcome(from_client(0, "{\"id\":1,\"method\":\"b\",\"sessionId\":\"s\"}"),
-                   SB_ROUTE_HOLD, SB_WHY_ID_IN_USE);
+    expect_outcome(from_client(0, "{\"id\":1,\"method\":\"b\",\"sessionId\":\"s\"}"), SB_ROUTE_HOLD,
+                   SB_WHY_ID_IN_USE);
     cr_assert_eq(r.requests.count, 1);
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1,\"sessionId\":\"s\"}"), 0);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"b\",\"sessionId\":\"s\"}"), 0);
@@ -227,8 +237,8 @@ Test(router, response_is_routed_to_its_client_then_forgotten) {
 Test(router, error_response_is_routed_too) {
     start(1);
     expect_to_worker(from_client(2, "{\"id\":\"x\",\"method\":\"m\"}"), 0);
-    expect_to_client(from_worker(0, "{\"id\":\"x\",\"error\":{\"code\":-32601,\"message\":\"no\"}}"),
-                     2);
+    expect_to_client(
+        from_worker(0, "{\"id\":\"x\",\"error\":{\"code\":-32601,\"message\":\"no\"}}"), 2);
 }
 
 Test(router, response_with_unknown_id_is_dropped) {
@@ -273,8 +283,7 @@ Test(router, same_id_from_two_clients_lands_on_different_workers) {
 Test(router, same_id_on_the_only_worker_is_held_until_answered) {
     start(1);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"m\"}"), 0);
-    expect_outcome(from_client(1, "{\"id\":1,\"method\":\"m\"}"), SB_ROUTE_HOLD,
-                   SB_WHY_ID_IN_USE);
+    expect_outcome(from_client(1, "{\"id\":1,\"method\":\"m\"}"), SB_ROUTE_HOLD, SB_WHY_ID_IN_USE);
     cr_assert_eq(r.requests.count, 1, "a held request records nothing");
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 0);
     expect_to_worker(from_client(1, "{\"id\":1,\"method\":\"m\"}"), 0);
@@ -286,8 +295,7 @@ Test(router, same_id_is_held_when_every_worker_holds_it) {
     expect_to_worker(from_client(0, "{\"id\":7,\"method\":\"m\"}"), 0);
     expect_to_worker(from_client(1, "{\"id\":7,\"method\":\"m\"}"), 1);
     int cursor = r.rr_next;
-    expect_outcome(from_client(2, "{\"id\":7,\"method\":\"m\"}"), SB_ROUTE_HOLD,
-                   SB_WHY_ID_IN_USE);
+    expect_outcome(from_client(2, "{\"id\":7,\"method\":\"m\"}"), SB_ROUTE_HOLD, SB_WHY_ID_IN_USE);
     cr_assert_eq(r.rr_next, cursor, "a held request does not move the round-robin cursor");
     expect_to_client(from_worker(1, "{\"id\":7,\"result\":1}"), 1);
     expect_to_worker(from_client(2, "{\"id\":7,\"method\":\"m\"}"), 1);
@@ -298,8 +306,8 @@ Test(router, same_id_in_two_sessions_on_one_worker_is_held) {
      * two answers with id 1 could not be told apart. */
     start(1);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"a\"}"), 0);
-    expect_outcome(from_client(1, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"b\"}"),
-                   SB_ROUTE_HOLD, SB_WHY_ID_IN_USE);
+    expect_outcome(from_client(1, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"b\"}"), SB_ROUTE_HOLD,
+                   SB_WHY_ID_IN_USE);
     cr_assert_eq(r.sessions.count, 1, "a held request creates no session");
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 0);
     expect_to_worker(from_client(1, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"b\"}"), 0);
@@ -309,8 +317,7 @@ Test(router, id_of_a_departed_client_is_held_until_its_late_answer) {
     start(1);
     expect_to_worker(from_client(0, "{\"id\":5,\"method\":\"slow\"}"), 0);
     sb_pending_orphan_sender(&r.requests, 0, NULL, NULL); /* client 0 leaves */
-    expect_outcome(from_client(0, "{\"id\":5,\"method\":\"m\"}"), SB_ROUTE_HOLD,
-                   SB_WHY_ID_IN_USE);
+    expect_outcome(from_client(0, "{\"id\":5,\"method\":\"m\"}"), SB_ROUTE_HOLD, SB_WHY_ID_IN_USE);
     expect_outcome(from_worker(0, "{\"id\":5,\"result\":\"late\"}"), SB_ROUTE_DROP,
                    SB_WHY_CLIENT_GONE);
     expect_to_worker(from_client(0, "{\"id\":5,\"method\":\"m\"}"), 0);
@@ -320,8 +327,14 @@ Test(router, id_of_a_departed_client_is_held_until_its_late_answer) {
 Test(router, ids_of_the_same_value_are_kept_apart) {
     /* A worker that re-serialises answers 1.0 as 1, "\u0061" as "a". */
     static const char *pairs[][2] = {
-        {"1", "1.0"}, {"1", "1e0"}, {"0", "-0"}, {"100", "1E2"}, {"-3", "-3.00"},
-        {"\"a\"", "\"\\u0061\""}, {"\"/\"", "\"\\/\""}, {"\"\\n\"", "\"\\u000a\""},
+        {"1", "1.0"},
+        {"1", "1e0"},
+        {"0", "-0"},
+        {"100", "1E2"},
+        {"-3", "-3.00"},
+        {"\"a\"", "\"\\u0061\""},
+        {"\"/\"", "\"\\/\""},
+        {"\"\\n\"", "\"\\u000a\""},
         {"\"\\ud83d\\ude00\"", "\"\xf0\x9f\x98\x80\""},
         {"12345678901234567890", "12345678901234567891"},
     };
@@ -339,8 +352,9 @@ Test(router, ids_of_the_same_value_are_kept_apart) {
 
 Test(router, ids_of_different_values_share_a_worker) {
     static const char *pairs[][2] = {
-        {"1", "\"1\""}, {"1", "10"}, {"1", "2"}, {"1.5", "1.25"}, {"\"a\"", "\"A\""},
-        {"null", "\"null\""}, {"\"\\u0061\"", "\"b\""}, {"0", "\"\""},
+        {"1", "\"1\""},           {"1", "10"},        {"1", "2"},
+        {"1.5", "1.25"},          {"\"a\"", "\"A\""}, {"null", "\"null\""},
+        {"\"\\u0061\"", "\"b\""}, {"0", "\"\""},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         start(1);
@@ -373,8 +387,8 @@ Test(router, worker_notification_goes_to_the_session_owner) {
 
 Test(router, worker_notification_for_unknown_session_is_dropped) {
     start(1);
-    expect_outcome(from_worker(0, "{\"method\":\"progress\",\"sessionId\":\"nope\"}"), SB_ROUTE_DROP,
-                   SB_WHY_UNKNOWN_SESSION);
+    expect_outcome(from_worker(0, "{\"method\":\"progress\",\"sessionId\":\"nope\"}"),
+                   SB_ROUTE_DROP, SB_WHY_UNKNOWN_SESSION);
 }
 
 Test(router, worker_notification_after_its_owner_left_is_dropped) {
@@ -479,9 +493,9 @@ Test(router, id_of_a_bad_type_is_rejected) {
 
 Test(router, session_id_of_a_bad_type_is_rejected) {
     start(1);
-    const char *bad[] = {"{\"method\":\"m\",\"sessionId\":1}", "{\"method\":\"m\",\"sessionId\":null}",
-                         "{\"method\":\"m\",\"sessionId\":[\"s\"]}",
-                         "{\"method\":\"m\",\"sessionId\":{}}"};
+    const char *bad[] = {
+        "{\"method\":\"m\",\"sessionId\":1}", "{\"method\":\"m\",\"sessionId\":null}",
+        "{\"method\":\"m\",\"sessionId\":[\"s\"]}", "{\"method\":\"m\",\"sessionId\":{}}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         expect_outcome(from_client(0, bad[i]), SB_ROUTE_REJECT, SB_WHY_BAD_SESSION_TYPE);
         expect_outcome(from_worker(0, bad[i]), SB_ROUTE_REJECT, SB_WHY_BAD_SESSION_TYPE);
@@ -495,8 +509,8 @@ static const char *line_with_id(char *buf, size_t size, size_t n, bool numeric) 
     char id[512];
     memset(id, numeric ? '7' : 'i', n);
     id[n] = '\0';
-    snprintf(buf, size, numeric ? "{\"id\":%s,\"method\":\"m\"}" : "{\"id\":\"%s\",\"method\":\"m\"}",
-             id);
+    snprintf(buf, size,
+             numeric ? "{\"id\":%s,\"method\":\"m\"}" : "{\"id\":\"%s\",\"method\":\"m\"}", id);
     return buf;
 }
 
@@ -511,25 +525,23 @@ static const char *line_with_session(char *buf, size_t size, size_t n) {
 Test(router, string_id_at_the_limit_routes_one_over_is_rejected) {
     start(1);
     char line[1024];
-    expect_to_worker(from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN,
-                                                 false)),
-                     0);
+    expect_to_worker(
+        from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN, false)), 0);
     cr_assert_eq(r.requests.count, 1);
-    expect_outcome(from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN + 1,
-                                               false)),
-                   SB_ROUTE_REJECT, SB_WHY_ID_TOO_LONG);
+    expect_outcome(
+        from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN + 1, false)),
+        SB_ROUTE_REJECT, SB_WHY_ID_TOO_LONG);
     cr_assert_eq(r.requests.count, 1);
 }
 
 Test(router, numeric_id_at_the_limit_routes_one_over_is_rejected) {
     start(1);
     char line[1024];
-    expect_to_worker(from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN,
-                                                 true)),
-                     0);
-    expect_outcome(from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN + 1,
-                                               true)),
-                   SB_ROUTE_REJECT, SB_WHY_ID_TOO_LONG);
+    expect_to_worker(
+        from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN, true)), 0);
+    expect_outcome(
+        from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN + 1, true)),
+        SB_ROUTE_REJECT, SB_WHY_ID_TOO_LONG);
 }
 
 Test(router, long_id_from_a_worker_is_rejected) {
@@ -547,12 +559,12 @@ Test(router, session_id_at_the_limit_routes_one_over_is_rejected) {
     sb_route d = from_client(0, line_with_session(line, sizeof line, STDIO_BUS_MAX_SESSION_ID_LEN));
     expect_to_worker(d, 0);
     cr_assert(d.new_session);
-    expect_outcome(from_client(0, line_with_session(line, sizeof line,
-                                                    STDIO_BUS_MAX_SESSION_ID_LEN + 1)),
-                   SB_ROUTE_REJECT, SB_WHY_SESSION_TOO_LONG);
-    expect_outcome(from_worker(0, line_with_session(line, sizeof line,
-                                                    STDIO_BUS_MAX_SESSION_ID_LEN + 1)),
-                   SB_ROUTE_REJECT, SB_WHY_SESSION_TOO_LONG);
+    expect_outcome(
+        from_client(0, line_with_session(line, sizeof line, STDIO_BUS_MAX_SESSION_ID_LEN + 1)),
+        SB_ROUTE_REJECT, SB_WHY_SESSION_TOO_LONG);
+    expect_outcome(
+        from_worker(0, line_with_session(line, sizeof line, STDIO_BUS_MAX_SESSION_ID_LEN + 1)),
+        SB_ROUTE_REJECT, SB_WHY_SESSION_TOO_LONG);
     cr_assert_eq(r.sessions.count, 1);
 }
 
@@ -651,4 +663,53 @@ Test(router, token_len_counts_strings_without_quotes) {
     sb_token n = {.type = SB_JSON_NUMBER, .raw = "12345", .raw_len = 5};
     cr_assert_eq(sb_router_token_len(&s), 3);
     cr_assert_eq(sb_router_token_len(&n), 5);
+}
+
+/* ---- the router's bookkeeping when a peer leaves ---------------------- */
+
+static int visited;
+static void count_visit(void *ctx, const sb_request *q) {
+    (void)ctx;
+    (void)q;
+    visited++;
+}
+
+Test(router, departed_client_ends_its_sessions_and_orphans_its_requests) {
+    start(2);
+    expect_to_worker(from_client(0, "{\"id\":1,\"sessionId\":\"a\",\"method\":\"x\"}"), 0);
+    expect_to_worker(from_client(0, "{\"id\":2,\"method\":\"x\"}"), 1);
+    int requests = -1;
+    visited = 0;
+    cr_assert_eq(sb_router_drop_client(&r, 0, count_visit, NULL, &requests), 1);
+    cr_assert_eq(requests, 2);
+    cr_assert_eq(visited, 2);
+    cr_assert_eq(r.orphans, 2);
+    cr_assert_not(sb_router_client_has_pending(&r, 0));
+    /* SB-I-23: a late answer reaches no one and leaves the orphan count */
+    sb_route d = from_worker(1, "{\"id\":2,\"result\":{}}");
+    cr_assert_eq(d.action, SB_ROUTE_DROP);
+    cr_assert_eq(d.why, SB_WHY_CLIENT_GONE);
+    cr_assert_eq(r.orphans, 1);
+}
+
+Test(router, exited_worker_drops_its_requests_and_counts_off_orphans) {
+    start(1);
+    expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"x\"}"), 0);
+    expect_to_worker(from_client(1, "{\"id\":2,\"method\":\"x\"}"), 0);
+    int requests;
+    sb_router_drop_client(&r, 1, NULL, NULL, &requests);
+    cr_assert_eq(r.orphans, 1);
+    visited = 0;
+    cr_assert_eq(sb_router_drop_worker(&r, 0, count_visit, NULL), 2);
+    cr_assert_eq(visited, 1, "only the request of the client still here is reported");
+    cr_assert_eq(r.orphans, 0);
+    cr_assert_not(sb_router_client_has_pending(&r, 0));
+}
+
+Test(router, dropping_a_worker_s_sessions_counts_them) {
+    start(1);
+    expect_to_worker(from_client(0, "{\"sessionId\":\"a\",\"method\":\"x\"}"), 0);
+    expect_to_worker(from_client(0, "{\"sessionId\":\"b\",\"method\":\"x\"}"), 0);
+    cr_assert_eq(sb_router_drop_sessions(&r, 0, NULL, NULL), 2);
+    cr_assert_eq(sb_router_drop_sessions(&r, 0, NULL, NULL), 0);
 }

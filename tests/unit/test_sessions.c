@@ -14,7 +14,9 @@
 
 static sb_sessions t;
 
-static void fini(void) { sb_sessions_fini(&t); }
+static void fini(void) {
+    sb_sessions_fini(&t);
+}
 
 /* Formats the raw token of session i: "s-<i>" with its quotes. */
 static size_t key_of(int i, char *buf, size_t size) {
@@ -206,8 +208,8 @@ static uint32_t rnd(uint32_t n) {
     return rng_state % n;
 }
 
-#define MODEL_KEYS 600
-#define MODEL_CAP 256
+#define MODEL_KEYS    600
+#define MODEL_CAP     256
 #define MODEL_WORKERS 4
 #define MODEL_CLIENTS 6
 
@@ -261,14 +263,14 @@ Test(sessions, slots_are_reused_over_100k_operations_against_a_model) {
             int w = (int)rnd(MODEL_WORKERS);
             int before = model_count;
             model_drop(true, w);
-            cr_assert_eq(sb_sessions_drop_worker(&t, w, NULL, NULL), before - model_count,
-                         "op %d", op);
+            cr_assert_eq(sb_sessions_drop_worker(&t, w, NULL, NULL), before - model_count, "op %d",
+                         op);
         } else {
             int c = (int)rnd(MODEL_CLIENTS);
             int before = model_count;
             model_drop(false, c);
-            cr_assert_eq(sb_sessions_drop_client(&t, c, NULL, NULL), before - model_count,
-                         "op %d", op);
+            cr_assert_eq(sb_sessions_drop_client(&t, c, NULL, NULL), before - model_count, "op %d",
+                         op);
         }
         cr_assert_eq(t.count, model_count, "op %d", op);
     }

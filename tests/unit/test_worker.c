@@ -23,7 +23,9 @@ static void setup(void) {
     cr_assert_eq(sb_worker_init(&w, 0, &pool, &limits), STDIO_BUS_OK);
 }
 
-static void teardown(void) { sb_worker_fini(&w); }
+static void teardown(void) {
+    sb_worker_fini(&w);
+}
 
 TestSuite(worker, .init = setup, .fini = teardown, .timeout = 20);
 

@@ -1,0 +1,133 @@
+/* The daemon's shared state: what the relay path (relay.c), the client
+ * connections (clients.c), worker supervision (supervise.c) and the
+ * daemon's phases and loop (daemon.c) all read. One daemon per process. */
+#ifndef SB_BUS_H
+#define SB_BUS_H
+
+#include "cli.h"
+#include "config.h"
+#include "loop.h"
+#include "net.h"
+#include "peer.h"
+#include "router.h"
+#include "timers.h"
+#include "worker.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef enum {
+    SB_PHASE_SERVING = 0,
+    SB_PHASE_LINGER,   /* stdio: stdin ended, waiting for in-flight responses (SB-I-5) */
+    SB_PHASE_DRAINING, /* 10.2: workers told to stop, waiting for them */
+    SB_PHASE_DONE
+} sb_phase;
+
+typedef struct sb_bus {
+    const sb_config *cfg;
+    const sb_limits *limits;
+    sb_mode mode;
+    sb_loop loop;
+    sb_router router;
+
+    sb_worker *workers;
+    int worker_count;
+    int live_workers; /* processes not yet reaped */
+
+    sb_peer *clients; /* STDIO_BUS_MAX_CONNECTIONS slots */
+    int *free_clients;
+    int free_count;
+    int client_count;
+
+    sb_peer **ready; /* peers with buffered lines to process */
+    int ready_count;
+    sb_peer **doomed;
+    int doomed_count;
+    sb_peer **dirty; /* peers with queued bytes to write at the end of the round */
+    int dirty_count;
+    sb_peer **held; /* clients whose next line waits for its id to be free (SB-I-45) */
+    int held_count;
+    sb_peer **stdin_lost; /* workers whose stdin broke this round (sb_relay_stdin_lost) */
+    int stdin_lost_count;
+    sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
+    int ending_count;
+    int full_outputs;  /* peers whose output is over its cap */
+    bool pending_full; /* the pending table is full, and it was said */
+
+    int listen_fd;
+    int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
+    int64_t accept_resume_ms; /* listener resting after accept() failed; 0 = not */
+    bool accept_failing;      /* an episode of failed accept()s is going on */
+    long accept_refused;      /* connections closed unserved in that episode */
+    const char *unix_path;
+    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
+    int signal_fd;
+    int stderr_watch;          /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
+    unsigned stderr_failed_at; /* sb_log_clears when stderr_watch became -1 */
+    int stdin_flags, stdout_flags;
+
+    sb_phase phase;
+    int64_t linger_deadline_ms;
+    int64_t drain_deadline_ms;
+    int64_t next_sweep_ms; /* 0 = no idle sweep scheduled */
+    sb_timers timers;      /* every deadline above and of each peer (SB_TIMER_*) */
+} sb_bus;
+
+/* Handlers registered per peer reach the daemon here instead of through a
+ * back-pointer in every peer (set by sb_daemon_run). */
+extern sb_bus *sb_bus_self;
+
+/* How a failed worker's own output is treated from the failure on. */
+typedef enum {
+    SB_KEEP_OUTPUT = 0, /* its stdin broke: what it writes is still good */
+    SB_MUTE_OUTPUT      /* its output broke (5.3): nothing more is routed */
+} sb_fail_output;
+
+#define SB_IDLE_SWEEP_MS 1000
+
+static inline int64_t sb_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Timer ids in d->timers: the daemon's own, then SB_TIMERS_PER_PEER for
+ * each worker, then as many for each client slot. A timer is armed where
+ * its deadline is set; its owner checks, when it fires, that it still
+ * applies (a stale one only costs a wake-up). */
+enum {
+    SB_TIMER_LINGER = 0, /* linger_deadline_ms (SB-I-5) */
+    SB_TIMER_DRAIN,      /* drain_deadline_ms (SB-10.2-4) */
+    SB_TIMER_SWEEP,      /* next_sweep_ms */
+    SB_TIMER_ACCEPT,     /* accept_resume_ms */
+    SB_TIMER_PEERS
+};
+/* Per peer: FULL for both kinds, the other three by kind. */
+enum {
+    SB_TIMER_FULL = 0, /* full_since_ms + backpressure_timeout_sec (SB-7.3.1-4) */
+    SB_TIMER_RESTART,  /* worker: restart_at_ms (7.1.3) */
+    SB_TIMER_KILL,     /* worker: kill_at_ms */
+    SB_TIMER_LOST,     /* worker: lost_ms (SB-I-39, SB-I-46) */
+    SB_TIMERS_PER_PEER
+};
+enum {
+    SB_TIMER_HELD = 1, /* client: held_since_ms + backpressure_timeout_sec (SB-I-45) */
+    SB_TIMER_ENDING,   /* client: ending_by_ms (SB-I-41) */
+    SB_TIMER_CLOSING   /* client: closing_since_ms + drain_timeout_sec (SB-X-14) */
+};
+
+static inline int sb_bus_timer(const sb_bus *d, const sb_peer *p, int which) {
+    int slot = p->kind == SB_PEER_WORKER ? p->index : d->worker_count + p->index;
+    return SB_TIMER_PEERS + slot * SB_TIMERS_PER_PEER + which;
+}
+
+static inline void sb_bus_arm(sb_bus *d, const sb_peer *p, int which, int64_t at) {
+    sb_timers_arm(&d->timers, sb_bus_timer(d, p, which), at);
+}
+
+static inline void sb_bus_disarm(sb_bus *d, const sb_peer *p, int which) {
+    sb_timers_disarm(&d->timers, sb_bus_timer(d, p, which));
+}
+
+#endif

@@ -1,0 +1,448 @@
+#include "relay.h"
+#include "bus_limits.h"
+#include "log.h"
+#include "status.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- interest and lifecycle of peers --------------------------------- */
+
+static bool may_read(const sb_bus *d, const sb_peer *p) {
+    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on || p->held_since_ms ||
+        p->closing_since_ms)
+        return false;
+    if (p->kind == SB_PEER_CLIENT)
+        return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
+    const sb_worker *w = (const sb_worker *)p;
+    return !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
+}
+
+void sb_relay_update_interest(sb_bus *d, sb_peer *p) {
+    short in_events = may_read(d, p) ? POLLIN : 0;
+    short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
+    if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
+        p->in_parked = false;
+        if (sb_loop_add(&d->loop, p->in_fd,
+                        p->in_fd == p->out_fd ? in_events | out_events : in_events, p->on_event,
+                        p) < 0)
+            p->in_parked = true;
+        return;
+    }
+    if (p->in_fd >= 0 && p->in_fd == p->out_fd) {
+        sb_loop_set(&d->loop, p->in_fd, in_events | out_events);
+        return;
+    }
+    if (p->in_fd >= 0 && !p->in_parked)
+        sb_loop_set(&d->loop, p->in_fd, in_events);
+    if (p->out_fd >= 0)
+        sb_loop_set(&d->loop, p->out_fd, out_events);
+}
+
+/* A paused input that hangs up would wake poll() forever (POLLHUP cannot
+ * be masked): take it off the loop until it is resumed; what it still
+ * holds is read then. Returns true when the input is paused (the event is
+ * absorbed: nothing may be read now). */
+bool sb_relay_park_if_paused(sb_bus *d, sb_peer *p, int fd, short revents) {
+    if (!p->blocked_on || fd != p->in_fd)
+        return false;
+    if (revents & (POLLHUP | POLLERR)) {
+        sb_loop_del(&d->loop, fd);
+        p->in_parked = true;
+    }
+    return true;
+}
+
+void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
+    if (!p->queued && !p->doomed) {
+        p->queued = true;
+        d->ready[d->ready_count++] = p;
+    }
+}
+
+/* SB-I-45: the client's next line has an id whose value is pending on
+ * every worker it could go to. It stays in the input buffer, and the client
+ * is not read (the socket buffer and max_input_buffer bound what waits),
+ * until a pending request ends or the set of running workers changes. */
+static void hold_client(sb_bus *d, sb_peer *c) {
+    c->held_since_ms = sb_now_ms();
+    sb_bus_arm(d, c, SB_TIMER_HELD,
+               c->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
+    d->held[d->held_count++] = c;
+    sb_relay_update_interest(d, c);
+}
+
+void sb_relay_unhold(sb_bus *d, sb_peer *c) {
+    for (int i = 0; i < d->held_count; i++)
+        if (d->held[i] == c) {
+            d->held[i] = d->held[--d->held_count];
+            break;
+        }
+    c->held_since_ms = 0;
+    sb_bus_disarm(d, c, SB_TIMER_HELD);
+}
+
+/* Every held client offers its line again at the end of the round; those
+ * whose id is still in use are held again. */
+void sb_relay_release_held(sb_bus *d) {
+    for (int i = 0; i < d->held_count; i++) {
+        sb_peer *c = d->held[i];
+        c->held_since_ms = 0;
+        sb_bus_disarm(d, c, SB_TIMER_HELD);
+        sb_relay_update_interest(d, c);
+        sb_relay_mark_ready(d, c);
+    }
+    d->held_count = 0;
+}
+
+/* Closing is deferred to the end of the dispatch round, so no handler ever
+ * runs on a peer that was freed under it (redis's freeClientAsync). */
+void sb_relay_doom(sb_bus *d, sb_peer *p) {
+    if (p->doomed)
+        return;
+    p->doomed = true;
+    d->doomed[d->doomed_count++] = p;
+    sb_relay_update_interest(d, p);
+}
+
+/* Every input paused on `out` resumes (SB-7.3.1-3). */
+void sb_relay_release_waiters(sb_bus *d, sb_peer *out) {
+    if (!out->waiters)
+        return; /* most drained outputs paused no one: no scan */
+    out->waiters = 0;
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_peer *p = &d->workers[i].peer;
+        if (p->blocked_on == out) {
+            p->blocked_on = NULL;
+            sb_relay_update_interest(d, p);
+            sb_relay_mark_ready(d, p);
+        }
+    }
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        sb_peer *p = &d->clients[i];
+        if (p->kind == SB_PEER_CLIENT && p->blocked_on == out) {
+            p->blocked_on = NULL;
+            sb_relay_update_interest(d, p);
+            sb_relay_mark_ready(d, p);
+        }
+    }
+}
+
+void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full) {
+    if (full && !p->full_since_ms) {
+        p->full_since_ms = sb_now_ms(); /* SB-7.3.1-2 */
+        sb_bus_arm(d, p, SB_TIMER_FULL,
+                   p->full_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
+        d->full_outputs++;
+        sb_warn(p->name,
+                "output queue over max_output_queue (%zu bytes queued): pausing its inputs",
+                sb_outq_len(&p->out));
+    } else if (!full && p->full_since_ms) {
+        p->full_since_ms = 0;
+        sb_bus_disarm(d, p, SB_TIMER_FULL);
+        d->full_outputs--;
+        sb_info(p->name, "output queue drained below max_output_queue: resuming its inputs");
+        sb_relay_release_waiters(d, p);
+    }
+}
+
+void sb_relay_close_stdin(sb_bus *d, sb_peer *p) {
+    if (p->out_fd >= 0) {
+        sb_loop_del(&d->loop, p->out_fd);
+        close(p->out_fd);
+        p->out_fd = -1;
+    }
+    sb_outq_clear(&p->out);
+    if (p->full_since_ms) {
+        p->full_since_ms = 0;
+        sb_bus_disarm(d, p, SB_TIMER_FULL);
+        d->full_outputs--;
+    }
+    sb_relay_release_waiters(d, p);
+}
+
+void sb_relay_stdin_lost(sb_bus *d, sb_peer *p) {
+    if (p->out_fd < 0)
+        return;
+    sb_relay_close_stdin(d, p);
+    sb_router_set_running(&d->router, p->index, false);
+    d->stdin_lost[d->stdin_lost_count++] = p; /* supervision decides at the end of the round */
+    sb_debug(p->name, "its stdin pipe closed");
+}
+
+static void output_failed(sb_bus *d, sb_peer *p, int rc) {
+    if (p->kind == SB_PEER_WORKER) {
+        sb_relay_stdin_lost(d, p);
+    } else {
+        sb_info(p->name, "client went away (%s)",
+                rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
+        sb_relay_doom(d, p);
+    }
+}
+
+/* Lines at least this long are written at once, straight from the input
+ * buffer; shorter ones are queued and written together at the end of the
+ * round, one write(2) per destination instead of one per message. */
+#define SB_DIRECT_WRITE_MIN 16384
+
+/* Queues one line for p. `from` is the input it came from, paused when p's
+ * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
+ * or interleaved (SB-I-26): each is appended whole behind the last. */
+void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from) {
+    if (p->doomed || p->out_fd < 0)
+        return;
+    if (len >= SB_DIRECT_WRITE_MIN && sb_outq_len(&p->out) == 0) {
+        int rc = sb_outq_send(&p->out, p->out_fd, line, len);
+        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+            output_failed(d, p, rc);
+            return;
+        }
+        if (rc == STDIO_BUS_EAGAIN)
+            sb_relay_update_interest(d, p);
+    } else {
+        if (sb_outq_push(&p->out, line, len) < 0) {
+            output_failed(d, p, STDIO_BUS_ERR);
+            return;
+        }
+        if (!p->dirty) {
+            p->dirty = true;
+            d->dirty[d->dirty_count++] = p;
+        }
+    }
+    if (sb_outq_over(&p->out)) {
+        sb_relay_set_full(d, p, true);
+        if (from && !from->blocked_on && from != p) {
+            from->blocked_on = p;
+            p->waiters++;
+            sb_relay_update_interest(d, from);
+        }
+    }
+}
+
+/* Writes what each output gathered this round. */
+void sb_relay_flush(sb_bus *d) {
+    for (int i = 0; i < d->dirty_count; i++) {
+        sb_peer *p = d->dirty[i];
+        p->dirty = false;
+        if (p->kind == SB_PEER_FREE || p->doomed || p->out_fd < 0)
+            continue;
+        int rc = sb_outq_flush(&p->out, p->out_fd);
+        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+            output_failed(d, p, rc);
+            continue;
+        }
+        if (!sb_outq_over(&p->out))
+            sb_relay_set_full(d, p, false);
+        sb_relay_update_interest(d, p);
+        sb_relay_close_if_flushed(d, p);
+    }
+    d->dirty_count = 0;
+}
+
+/* SB-I-8: under orphan_policy "error", a request that can no longer be
+ * answered gets a JSON-RPC error instead of silence. */
+void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_len, const char *sid,
+                         size_t sid_len, const char *why) {
+    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || !client || client->kind != SB_PEER_CLIENT)
+        return;
+    char reply[STDIO_BUS_MAX_REQUEST_ID_LEN + STDIO_BUS_MAX_SESSION_ID_LEN + 256];
+    int n = snprintf(reply, sizeof reply,
+                     "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"error\":{\"code\":-32000,\"message\":"
+                     "\"stdio_bus: %s\"}%s%.*s}\n",
+                     (int)id_len, id, why, sid_len ? ",\"sessionId\":" : "", (int)sid_len, sid);
+    if (n > 0 && (size_t)n < sizeof reply)
+        sb_relay_send(d, client, reply, (size_t)n, NULL);
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+static void format_tokens(const sb_fields *f, char *out, size_t size) {
+    int n = 0;
+    out[0] = '\0';
+    if (f->id.type)
+        n += snprintf(out, size, " id=%.*s", (int)(f->id.raw_len > 64 ? 64 : f->id.raw_len),
+                      f->id.raw);
+    if (f->session_id.type && (size_t)n < size)
+        snprintf(out + n, size - (size_t)n, " sessionId=%.*s",
+                 (int)(f->session_id.raw_len > 80 ? 80 : f->session_id.raw_len), f->session_id.raw);
+}
+
+/* Returns false when the line must wait (SB_ROUTE_HOLD): it was not
+ * consumed, and nothing was recorded for it. */
+static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t len) {
+    sb_route r = sb_router_from_client(&d->router, c->index, line, len);
+    char tokens[200];
+    switch (r.action) {
+    case SB_ROUTE_IGNORE:
+        return true;
+    case SB_ROUTE_HOLD:
+        if (sb_log_enabled(SB_LOG_DEBUG)) {
+            format_tokens(&r.fields, tokens, sizeof tokens);
+            sb_debug(c->name, "holding:%s: %s", tokens, sb_router_why(r.why));
+        }
+        return false;
+    case SB_ROUTE_REJECT: /* SB-4.3-1, SB-4.3-2 */
+        sb_warn(c->name, "malformed input (%s): closing the client", sb_router_why(r.why));
+        sb_relay_doom(d, c);
+        return true;
+    case SB_ROUTE_DROP:
+        format_tokens(&r.fields, tokens, sizeof tokens);
+        if (r.why == SB_WHY_FOREIGN_SESSION)
+            sb_warn(c->name, "discarding message:%s: %s (client slot %d)", tokens,
+                    sb_router_why(r.why), r.other);
+        else
+            sb_warn(c->name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+        if (r.is_request)
+            sb_relay_send_error(d, c, r.fields.id.raw, r.fields.id.raw_len, r.fields.session_id.raw,
+                                r.fields.session_id.raw_len, sb_router_why(r.why));
+        return true;
+    case SB_ROUTE_TO_WORKER: {
+        sb_worker *w = &d->workers[r.target];
+        if (sb_log_enabled(SB_LOG_DEBUG)) {
+            format_tokens(&r.fields, tokens, sizeof tokens);
+            sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens,
+                     r.new_session ? " (new session)" : "");
+        }
+        if (r.new_binding) /* SB-X-11 */
+            sb_info(c->name, "bound to %s (affinity)", w->peer.name);
+        sb_relay_send(d, &w->peer, line, len, c); /* SB-5.1.1-3: the bytes as received */
+        return true;
+    }
+    case SB_ROUTE_TO_CLIENT:
+        break; /* not produced for client input */
+    }
+    return true;
+}
+
+/* Returns SB_WHY_NONE, or the reason the line is malformed (5.3). */
+static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line, size_t len) {
+    sb_route r = sb_router_from_worker(&d->router, w->id, line, len);
+    char tokens[200];
+    switch (r.action) {
+    case SB_ROUTE_IGNORE:
+        break;
+    case SB_ROUTE_REJECT: /* SB-5.3: the worker's supervision fails it */
+        return r.why;
+    case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
+        format_tokens(&r.fields, tokens, sizeof tokens);
+        sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+        if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
+            sb_relay_release_held(d); /* an orphan's id is free again */
+        break;
+    case SB_ROUTE_TO_CLIENT: {
+        sb_peer *c = &d->clients[r.target];
+        if (sb_log_enabled(SB_LOG_DEBUG)) {
+            format_tokens(&r.fields, tokens, sizeof tokens);
+            sb_debug(w->peer.name, "-> %s:%s", c->name, tokens);
+        }
+        sb_relay_send(d, c, line, len, &w->peer); /* SB-4.2.3-3: pass-through */
+        if (d->held_count && (r.fields.result.type || r.fields.error.type))
+            sb_relay_release_held(d); /* a pending id is free again */
+        break;
+    }
+    case SB_ROUTE_TO_WORKER:
+    case SB_ROUTE_HOLD:
+        break;
+    }
+    return SB_WHY_NONE;
+}
+
+static void client_overflow(sb_bus *d, sb_peer *c) {
+    /* SB-7.3.2-1, SB-7.3.2-2 */
+    sb_error(c->name, "line longer than max_input_buffer (%zu bytes): closing the client",
+             d->limits->max_input_buffer);
+    sb_relay_doom(d, c);
+}
+
+static sb_relay_verdict verdict(sb_relay_event event, sb_route_why why) {
+    sb_relay_verdict v = {event, why};
+    return v;
+}
+
+sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
+    const char *line;
+    long n;
+    if (p->held_since_ms || p->closing_since_ms)
+        return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-45: its next line waits; SB-X-14 */
+    while (!p->blocked_on && !p->doomed) {
+        if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
+            break; /* a failed worker's further output is not routed */
+        if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING &&
+            d->phase != SB_PHASE_LINGER)
+            break;
+        n = sb_frame_next(&p->in, &line);
+        if (n == STDIO_BUS_EAGAIN)
+            break;
+        if (n == STDIO_BUS_EFULL) {
+            if (p->kind == SB_PEER_WORKER)
+                return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
+            client_overflow(d, p);
+            break;
+        }
+        if (p->kind == SB_PEER_CLIENT) {
+            if (!route_from_client(d, p, line, (size_t)n)) {
+                sb_frame_unread(&p->in, (size_t)n);
+                hold_client(d, p);
+                break;
+            }
+        } else {
+            sb_route_why why = route_from_worker(d, (sb_worker *)p, line, (size_t)n);
+            if (why != SB_WHY_NONE)
+                return verdict(SB_RELAY_MALFORMED, why);
+        }
+    }
+    return verdict(SB_RELAY_OK, SB_WHY_NONE);
+}
+
+sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
+    if (p->blocked_on)
+        return verdict(SB_RELAY_OK, SB_WHY_NONE); /* paused: its buffered lines go first */
+    size_t avail;
+    errno = 0;
+    char *space = sb_frame_space(&p->in, &avail);
+    if (!space) {
+        if (errno == ENOMEM) {
+            sb_error(p->name, "out of memory for its input buffer");
+            if (p->kind == SB_PEER_WORKER)
+                return verdict(SB_RELAY_NOMEM, SB_WHY_NONE);
+            sb_relay_doom(d, p);
+        } else {
+            if (p->kind == SB_PEER_WORKER)
+                return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
+            client_overflow(d, p);
+        }
+        return verdict(SB_RELAY_OK, SB_WHY_NONE);
+    }
+    ssize_t got;
+    do
+        got = read(p->in_fd, space, avail);
+    while (got < 0 && errno == EINTR);
+    if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return verdict(SB_RELAY_OK, SB_WHY_NONE);
+        if (p->kind == SB_PEER_WORKER)
+            return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
+        sb_info(p->name, "read failed (%s): client gone", strerror(errno));
+        sb_relay_doom(d, p);
+        return verdict(SB_RELAY_OK, SB_WHY_NONE);
+    }
+    if (got == 0)
+        return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
+    sb_frame_commit(&p->in, (size_t)got);
+    if (p->kind == SB_PEER_CLIENT) {
+        p->active = true;
+        if (!d->next_sweep_ms) {
+            d->next_sweep_ms = sb_now_ms() + SB_IDLE_SWEEP_MS;
+            sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
+        }
+    }
+    return sb_relay_process(d, p);
+}
+
+/* A closing client whose output queue is empty is closed now. */
+void sb_relay_close_if_flushed(sb_bus *d, sb_peer *c) {
+    if (c->closing_since_ms && c->kind == SB_PEER_CLIENT && sb_outq_len(&c->out) == 0)
+        sb_relay_doom(d, c);
+}

@@ -1,0 +1,66 @@
+/* The relay path: read -> frame -> route -> queue -> flush, with
+ * backpressure (7.3.1), input overflow (7.3.2) and the per-round lists
+ * (ready, held, doomed, dirty). Routing decisions come from router.c;
+ * this file does the I/O and the logging around them. */
+#ifndef SB_RELAY_H
+#define SB_RELAY_H
+
+#include "bus.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* What the relay leaves to the peer's owner (worker supervision or the
+ * client connections), instead of calling up into it. A client's malformed
+ * or overlong line, a failed read from a client, and a failed write to any
+ * peer are handled here. */
+typedef enum {
+    SB_RELAY_OK = 0,
+    SB_RELAY_ENDED,     /* its input ended: EOF, or a worker's stdout failed */
+    SB_RELAY_MALFORMED, /* a worker's line is not a JSON-RPC message (5.3): see why */
+    SB_RELAY_OVERFLOW,  /* a worker's line is longer than max_input_buffer (7.3.2) */
+    SB_RELAY_NOMEM      /* no memory for a worker's input buffer */
+} sb_relay_event;
+
+typedef struct {
+    sb_relay_event event;
+    sb_route_why why; /* SB_RELAY_MALFORMED: the router's reason */
+} sb_relay_verdict;
+
+/* Watches p's fds for what it may do now: read unless paused, held,
+ * closing or (clients) shut down; write while its queue holds bytes. */
+void sb_relay_update_interest(sb_bus *d, sb_peer *p);
+bool sb_relay_park_if_paused(sb_bus *d, sb_peer *p, int fd, short revents);
+/* Puts p on the ready list: its buffered lines are routed at the end of
+ * the round. */
+void sb_relay_mark_ready(sb_bus *d, sb_peer *p);
+void sb_relay_unhold(sb_bus *d, sb_peer *c);
+void sb_relay_release_held(sb_bus *d);
+/* Closes p at the end of the round (clients) / stops routing from it. */
+void sb_relay_doom(sb_bus *d, sb_peer *p);
+void sb_relay_release_waiters(sb_bus *d, sb_peer *out);
+void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full);
+/* Closes a worker's stdin: nothing more goes to it, what was queued for it
+ * is dropped, its output no longer counts as full and the inputs paused on
+ * it resume (SB-7.3.1-3). The one place that closes a worker's stdin. */
+void sb_relay_close_stdin(sb_bus *d, sb_peer *p);
+/* A worker's stdin broke: closed as above, the worker takes no more
+ * messages, and it is put on d->stdin_lost for its supervision
+ * (sb_supervise_stdin_lost) at the end of the round. */
+void sb_relay_stdin_lost(sb_bus *d, sb_peer *p);
+/* Queues one line for p; from (may be NULL) is paused when p's queue goes
+ * over its cap. */
+void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from);
+/* Writes what each output gathered this round. */
+void sb_relay_flush(sb_bus *d);
+void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_len, const char *sid,
+                         size_t sid_len, const char *why);
+/* Routes every complete buffered line of p until it is paused, held,
+ * closed, or a worker's line calls for its supervision. */
+sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p);
+/* One read from p's input, then sb_relay_process. */
+sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p);
+/* A closing client (SB-X-14) whose output queue is empty is doomed now. */
+void sb_relay_close_if_flushed(sb_bus *d, sb_peer *c);
+
+#endif

@@ -1,0 +1,513 @@
+#include "supervise.h"
+#include "log.h"
+#include "relay.h"
+#include "status.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void on_worker_event(void *data, int fd, short revents);
+
+/* ---- workers -------------------------------------------------------- */
+
+static void on_worker_stderr(void *data, int fd, short revents);
+static bool affinity_worker_exited(sb_bus *d, sb_worker *w);
+
+/* Appendix B, the one place a worker's state changes:
+ *   STOPPED -> STARTING        spawn (fork/exec in progress)
+ *   STARTING -> RUNNING        exec succeeded
+ *   STARTING -> STOPPED        no process could be started
+ *   RUNNING -> STOPPING        failed (5.3), its client left (SB-X-16), shutdown (10.2)
+ *   RUNNING, STOPPING -> STOPPED   exited and reaped (7.1.2) */
+static void enter(sb_worker *w, sb_worker_state to) {
+    static const unsigned char allowed[] = {
+        [SB_WORKER_STARTING] = 1u << SB_WORKER_RUNNING | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_RUNNING] = 1u << SB_WORKER_STOPPING | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_STOPPING] = 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_STOPPED] = 1u << SB_WORKER_STARTING,
+    };
+    if (!(allowed[w->state] & 1u << to))
+        sb_error(w->peer.name, "state %s -> %s is not a transition of Appendix B",
+                 sb_worker_state_name(w->state), sb_worker_state_name(to));
+    w->state = to;
+}
+
+/* Sets one of the worker's deadlines and its timer; 0 = none. */
+static void schedule(sb_bus *d, sb_worker *w, int which, int64_t *field, int64_t at) {
+    *field = at;
+    if (at)
+        sb_bus_arm(d, &w->peer, which, at);
+    else
+        sb_bus_disarm(d, &w->peer, which);
+}
+
+void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at) {
+    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, at);
+}
+
+void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
+    switch (which) {
+    case SB_TIMER_RESTART:
+        if (!w->restart_at_ms || d->phase >= SB_PHASE_DRAINING)
+            break;
+        if (sb_supervise_spawn(d, w) < 0 && w->pid <= 0) {
+            /* exec failed: count it as an exit of this slot */
+            long delay = sb_restart_decide(&w->restarts, d->limits, now);
+            if (delay < 0) {
+                w->given_up = true;
+                schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+                sb_error(w->peer.name, "not restarting: max_restarts reached");
+            } else {
+                schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, now + delay);
+            }
+        }
+        break;
+    case SB_TIMER_LOST:
+        if (!w->lost_ms)
+            break;
+        w->lost_ms = 0;
+        if (w->pid > 0 && w->state == SB_WORKER_RUNNING) { /* SB-I-39, SB-I-46 */
+            if (w->lost_stdout)
+                sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
+            else
+                sb_supervise_fail(d, w, SB_KEEP_OUTPUT, "closed its stdin");
+        }
+        break;
+    case SB_TIMER_KILL:
+        if (!w->kill_at_ms)
+            break;
+        w->kill_at_ms = 0;
+        if (w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
+            sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
+            sb_worker_signal(w, SIGKILL);
+        }
+        break;
+    case SB_TIMER_FULL: /* SB-7.3.1-4 */
+        if (w->peer.full_since_ms &&
+            now - w->peer.full_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000)
+            sb_supervise_fail(d, w, SB_KEEP_OUTPUT,
+                              "stdin queue full for backpressure_timeout_sec=%d",
+                              d->limits->backpressure_timeout_sec);
+        break;
+    }
+}
+
+void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
+    sb_peer *p = &w->peer;
+    sb_relay_close_stdin(d, &w->peer);
+    if (p->in_fd >= 0) {
+        sb_loop_del(&d->loop, p->in_fd);
+        close(p->in_fd);
+        p->in_fd = -1;
+    }
+    if (w->stderr_fd >= 0) {
+        sb_worker_relay_stderr(w, true);
+        sb_loop_del(&d->loop, w->stderr_fd);
+        close(w->stderr_fd);
+        w->stderr_fd = -1;
+    }
+    sb_frame_fini(&p->in);
+    sb_frame_init(&p->in, d->limits->max_input_buffer);
+    p->blocked_on = NULL;
+}
+
+int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
+    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+    enter(w, SB_WORKER_STARTING);
+    if (sb_worker_start(w) < 0) {
+        enter(w, SB_WORKER_STOPPED);
+        return STDIO_BUS_ERR;
+    }
+    enter(w, SB_WORKER_RUNNING);
+    d->live_workers++;
+    w->peer.on_event = on_worker_event;
+    if (sb_loop_add(&d->loop, w->peer.in_fd, POLLIN, on_worker_event, w) < 0 ||
+        sb_loop_add(&d->loop, w->peer.out_fd, 0, on_worker_event, w) < 0 ||
+        sb_loop_add(&d->loop, w->stderr_fd, POLLIN, on_worker_stderr, w) < 0) {
+        sb_error(w->peer.name, "out of memory registering its pipes");
+        sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "cannot be watched");
+        return STDIO_BUS_ERR;
+    }
+    sb_router_set_running(&d->router, w->id, true);
+    if (d->held_count)
+        sb_relay_release_held(d); /* SB-I-45: one more worker to go to */
+    return STDIO_BUS_OK;
+}
+
+static void log_session_invalidated(void *ctx, const sb_session *s) {
+    sb_worker *w = ctx;
+    sb_debug(w->peer.name, "session %.*s invalidated", (int)s->key_len, s->key);
+}
+
+static void invalidate_sessions(sb_bus *d, sb_worker *w) {
+    int n = sb_router_drop_sessions(&d->router, w->id, log_session_invalidated, w);
+    if (n)
+        sb_warn(w->peer.name, "%d session(s) invalidated", n);
+}
+
+/* SB-5.3: log, invalidate its sessions, SIGTERM, restart per policy (once
+ * the exit is reaped). With SB_MUTE_OUTPUT its later output is not routed;
+ * a worker whose stdin broke keeps its output, so responses it wrote
+ * before exiting still arrive (SB-I-40). */
+void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const char *fmt, ...) {
+    if (w->pid <= 0 || w->muted)
+        return;
+    if (w->state == SB_WORKER_STOPPING) { /* already failed once; maybe now mute it */
+        if (output == SB_MUTE_OUTPUT) {
+            w->muted = true;
+            sb_relay_update_interest(d, &w->peer);
+        }
+        return;
+    }
+    char reason[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    sb_error(w->peer.name, "%s: %s", reason,
+             w->reaped ? "the worker has exited already" : "terminating the worker");
+    w->muted = output == SB_MUTE_OUTPUT;
+    sb_router_set_running(&d->router, w->id, false);
+    invalidate_sessions(d, w);
+    if (d->held_count)
+        sb_relay_release_held(d); /* SB-I-45: fewer workers to wait for */
+    enter(w, SB_WORKER_STOPPING);
+    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
+             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
+    sb_worker_signal(w, SIGTERM);
+    if (w->peer.out_fd >= 0)
+        sb_relay_close_stdin(d, &w->peer); /* nothing more goes to it */
+    sb_relay_update_interest(d, &w->peer);
+}
+
+/* The worker's stdin broke (EPIPE, or POLLHUP/POLLERR on the pipe). Almost
+ * always the worker is exiting and SIGCHLD is on its way: stop sending to
+ * it, keep routing what it wrote, and only if it is still alive a moment
+ * later treat it as a worker that closed its stdin (SB-I-39). */
+#define SB_STDIN_LOST_GRACE_MS 1000
+
+void sb_supervise_stdin_lost(sb_bus *d) {
+    for (int i = 0; i < d->stdin_lost_count; i++) {
+        sb_worker *w = (sb_worker *)d->stdin_lost[i];
+        /* out_fd >= 0: the slot has a new process since (SB-X-15) */
+        if (w->peer.out_fd < 0 && w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
+            !w->lost_ms) {
+            schedule(d, w, SB_TIMER_LOST, &w->lost_ms, sb_now_ms() + SB_STDIN_LOST_GRACE_MS);
+            w->lost_stdout = false;
+        }
+    }
+    d->stdin_lost_count = 0;
+}
+
+/* A worker's stdout at EOF: how long its exit may take to be seen before
+ * it counts as a worker that closed its stdout (SB-I-46). */
+#define SB_STDOUT_LOST_GRACE_MS 1000
+
+/* The worker's stdout ended. */
+void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w) {
+    sb_peer *p = &w->peer;
+    p->in_eof = true;
+    /* Almost always the worker is exiting and its exit (SIGCHLD) does
+     * the cleanup. Until then it answers nothing more: no new session
+     * or sessionless message goes to it, and if it is still running a
+     * moment later it has closed its stdout (SB-I-46). */
+    sb_loop_del(&d->loop, p->in_fd);
+    close(p->in_fd);
+    p->in_fd = -1;
+    sb_router_set_running(&d->router, w->id, false);
+    if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING && !w->lost_ms) {
+        schedule(d, w, SB_TIMER_LOST, &w->lost_ms, sb_now_ms() + SB_STDOUT_LOST_GRACE_MS);
+        w->lost_stdout = true;
+    }
+}
+
+void sb_supervise_verdict(sb_bus *d, sb_worker *w, sb_relay_verdict v) {
+    switch (v.event) {
+    case SB_RELAY_OK:
+        break;
+    case SB_RELAY_ENDED:
+        sb_supervise_stdout_eof(d, w);
+        break;
+    case SB_RELAY_MALFORMED: /* SB-5.3 */
+        sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "malformed output (%s)", sb_router_why(v.why));
+        break;
+    case SB_RELAY_OVERFLOW: /* SB-7.3.2-1, SB-7.3.2-2 */
+        sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "line longer than max_input_buffer (%zu bytes)",
+                          d->limits->max_input_buffer);
+        break;
+    case SB_RELAY_NOMEM:
+        sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "out of memory");
+        break;
+    }
+}
+
+typedef struct {
+    sb_bus *d;
+    sb_worker *w;
+} orphan_ctx;
+
+static void discard_orphan(void *ctx, const sb_request *r) {
+    orphan_ctx *oc = ctx;
+    sb_peer *c = &oc->d->clients[r->sender];
+    /* SB-7.1.2-4 */
+    sb_warn(oc->w->peer.name, "pending request id=%.*s from %s discarded: worker exited",
+            (int)r->id_len, r->id, c->name);
+    sb_relay_send_error(oc->d, c, r->id, r->id_len, r->session, r->session_len, "worker exited");
+}
+
+/* SB-I-40: responses the worker wrote before exiting are still in the
+ * pipe: route them before the cleanup discards what they answer. Orphans
+ * of the worker may go on writing into that pipe forever, so what is
+ * read is what the pipe holds now, and no more. */
+static void drain_at_exit(sb_bus *d, sb_worker *w) {
+    sb_peer *p = &w->peer;
+    if (p->in_fd < 0)
+        return;
+    size_t left = sb_worker_pipe_pending(p->in_fd);
+    while (left > 0 && !w->muted && !p->blocked_on && !p->doomed) {
+        size_t avail;
+        char *space = sb_frame_space(&p->in, &avail);
+        if (!space) {
+            if (errno != ENOMEM)
+                sb_supervise_verdict(d, w, (sb_relay_verdict){SB_RELAY_OVERFLOW, SB_WHY_NONE});
+            return;
+        }
+        ssize_t got;
+        do
+            got = read(p->in_fd, space, avail < left ? avail : left);
+        while (got < 0 && errno == EINTR);
+        if (got <= 0)
+            return;
+        sb_frame_commit(&p->in, (size_t)got);
+        left -= (size_t)got;
+        sb_relay_verdict v = sb_relay_process(d, p);
+        if (v.event != SB_RELAY_OK) {
+            sb_supervise_verdict(d, w, v);
+            return;
+        }
+    }
+}
+
+void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
+    drain_at_exit(d, w);
+    d->live_workers--;
+    if (sb_frame_pending(&w->peer.in)) /* SB-I-25 */
+        sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",
+                sb_frame_pending(&w->peer.in));
+    /* An exit we asked for is news, not a warning. */
+    bool asked = d->phase >= SB_PHASE_DRAINING ||
+                 (w->pool->per_connection && !sb_affinity_count(&d->router.affinity, w->id));
+    sb_log_level level = asked ? SB_LOG_INFO : SB_LOG_WARN; /* SB-X-16: its client left */
+    if (WIFSIGNALED(status))
+        sb_log(level, w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
+               strsignal(WTERMSIG(status)));
+    else
+        sb_log(level, w->peer.name, "exited with status %d", WEXITSTATUS(status));
+
+    /* SB-7.1.2-1..4, each step logged. */
+    enter(w, SB_WORKER_STOPPED);
+    sb_router_set_running(&d->router, w->id, false);
+    sb_info(w->peer.name, "state STOPPED");
+    sb_supervise_close_fds(d, w);
+    sb_info(w->peer.name, "pipes closed");
+    invalidate_sessions(d, w);
+    orphan_ctx oc = {d, w};
+    int discarded = sb_router_drop_worker(&d->router, w->id, discard_orphan, &oc);
+    if (discarded)
+        sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
+    if (d->held_count)
+        sb_relay_release_held(d); /* SB-I-45: its ids are free */
+    w->pid = -1;
+    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms, 0);
+    schedule(d, w, SB_TIMER_LOST, &w->lost_ms, 0);
+
+    if (affinity_worker_exited(d, w))
+        return; /* SB-X-15: a per-connection slot waits for its next connection */
+    if (d->phase >= SB_PHASE_DRAINING)
+        return;
+    /* SB-7.1.3-1..3, SB-I-9, SB-I-10 */
+    long delay = sb_restart_decide(&w->restarts, d->limits, sb_now_ms());
+    if (delay < 0) {
+        w->given_up = true;
+        sb_error(w->peer.name,
+                 "not restarting: %d restart(s) within restart_window_sec=%d (max_restarts=%d)",
+                 sb_restart_recent(&w->restarts, d->limits, sb_now_ms()),
+                 d->limits->restart_window_sec, d->limits->max_restarts);
+        return;
+    }
+    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, sb_now_ms() + delay);
+    sb_warn(w->peer.name, "restarting in %ld ms", delay);
+}
+
+static void on_worker_event(void *data, int fd, short revents) {
+    sb_worker *w = data;
+    sb_bus *d = sb_bus_self;
+    sb_peer *p = &w->peer;
+    if (fd == p->out_fd) {
+        if (revents & (POLLERR | POLLHUP)) {
+            sb_relay_stdin_lost(d, &w->peer);
+            return;
+        }
+        if (revents & POLLOUT) {
+            int rc = sb_outq_flush(&p->out, p->out_fd);
+            if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+                sb_relay_stdin_lost(d, &w->peer);
+                return;
+            }
+            if (!sb_outq_over(&p->out))
+                sb_relay_set_full(d, p, false);
+            sb_relay_update_interest(d, p);
+        }
+        return;
+    }
+    if (fd == p->in_fd && !sb_relay_park_if_paused(d, p, fd, revents))
+        sb_supervise_verdict(d, w, sb_relay_read(d, p));
+}
+
+static void on_worker_stderr(void *data, int fd, short revents) {
+    sb_worker *w = data;
+    sb_bus *d = sb_bus_self;
+    (void)revents;
+    if (sb_worker_relay_stderr(w, false) == STDIO_BUS_EOF) {
+        sb_loop_del(&d->loop, fd);
+        close(fd);
+        w->stderr_fd = -1;
+    }
+}
+
+void sb_supervise_reap(sb_bus *d) {
+    /* SB-7.1.1-2: WNOHANG in a loop; one SIGCHLD may stand for many exits. */
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return;
+        for (int i = 0; i < d->worker_count; i++) {
+            if (d->workers[i].pid == pid) {
+                /* Routing its last lines may fail it (5.3): no signal then. */
+                d->workers[i].reaped = true;
+                sb_supervise_exited(d, &d->workers[i], status);
+                break;
+            }
+        }
+    }
+}
+
+/* ---- connection affinity (SB-X-10..SB-X-16) ------------------------ */
+
+/* SB-X-15: a connection to a per_connection pool gets a worker of its own,
+ * spawned now, before its first line is read (as SB-I-38), in a slot whose
+ * last process has been reaped. Returns false when there is none (every
+ * slot in use, or the spawn failed): the caller closes the connection. */
+bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
+    if (d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
+        return true;
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        if (w->pid > 0)
+            continue;
+        if (sb_supervise_spawn(d, w) < 0) {
+            sb_warn(c->name, "refused: its worker could not be started");
+            return false;
+        }
+        sb_affinity_bind(&d->router.affinity, c->index, w->id);
+        sb_info(c->name, "bound to %s, started for it", w->peer.name);
+        return true;
+    }
+    sb_warn(c->name, "refused: all %d worker(s) of the per_connection pool are in use",
+            d->worker_count);
+    return false;
+}
+
+/* The client leaves: it is unbound, and (SB-X-16) its own worker is
+ * stopped as at shutdown: stdin closed, SIGTERM, SIGKILL after
+ * drain_timeout_sec. */
+void sb_supervise_detach(sb_bus *d, sb_peer *c) {
+    if (d->cfg->affinity == SB_AFFINITY_NONE)
+        return;
+    int id = sb_affinity_unbind(&d->router.affinity, c->index);
+    if (id < 0 || d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
+        return;
+    sb_worker *w = &d->workers[id];
+    if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
+        return; /* already on its way out */
+    sb_info(w->peer.name, "its client left: stopping it");
+    enter(w, SB_WORKER_STOPPING);
+    sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
+    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
+             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
+    sb_worker_signal(w, SIGTERM);
+    sb_relay_update_interest(d, &w->peer);
+}
+
+/* SB-X-14: a worker's exit ends the connections bound to it, whose server
+ * state is gone with it (as the MCP stdio transport ends when its server
+ * dies). What the worker wrote before exiting has been routed (SB-I-40):
+ * the client is no longer read, and is closed once its output queue is
+ * written, or after drain_timeout_sec. At shutdown the connections stay
+ * until the end (SB-I-21). Returns true for a per_connection slot, which
+ * is not restarted (SB-X-15). */
+static bool affinity_worker_exited(sb_bus *d, sb_worker *w) {
+    if (d->cfg->affinity == SB_AFFINITY_NONE)
+        return false;
+    int client;
+    while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
+        sb_affinity_unbind(&d->router.affinity, client);
+        sb_peer *c = &d->clients[client];
+        if (d->phase >= SB_PHASE_DRAINING || c->doomed || c->closing_since_ms)
+            continue;
+        sb_warn(c->name, "its worker %d exited: closing the connection once its output is written",
+                w->id);
+        c->closing_since_ms = sb_now_ms();
+        sb_bus_arm(d, c, SB_TIMER_CLOSING,
+                   c->closing_since_ms + (int64_t)d->limits->drain_timeout_sec * 1000);
+        sb_relay_update_interest(d, c);
+        if (!c->dirty)
+            sb_relay_close_if_flushed(d, c);
+    }
+    return w->pool->per_connection;
+}
+
+void sb_supervise_kill_remaining(sb_bus *d) {
+    /* SB-10.2-4 */
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        if (w->pid <= 0)
+            continue;
+        sb_warn(w->peer.name, "still running after drain_timeout_sec=%d: SIGKILL",
+                d->limits->drain_timeout_sec);
+        sb_worker_signal(w, SIGKILL);
+        int status;
+        while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        w->reaped = true;
+        sb_supervise_exited(d, w, status);
+    }
+}
+
+/* SB-10.2-2: at shutdown no worker is restarted; each is told to stop:
+ * stdin closed, SIGTERM. */
+void sb_supervise_stop_all(sb_bus *d) {
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+        if (w->pid <= 0)
+            continue;
+        if (w->state == SB_WORKER_RUNNING)
+            enter(w, SB_WORKER_STOPPING);
+        sb_router_set_running(&d->router, w->id, false);
+        if (w->peer.out_fd >= 0)
+            sb_relay_close_stdin(
+                d, &w->peer); /* its queue is dropped too, and no longer counts as full */
+        sb_worker_signal(w, SIGTERM);
+        sb_info(w->peer.name, "SIGTERM sent");
+        sb_relay_update_interest(d, &w->peer);
+    }
+}

@@ -1,0 +1,33 @@
+/* Worker supervision (spec 3.3, 5.3, 7.1, Appendix B): spawn, fail,
+ * exit, restart, stop; connection affinity's own workers (SB-X-15,
+ * SB-X-16). */
+#ifndef SB_SUPERVISE_H
+#define SB_SUPERVISE_H
+
+#include "bus.h"
+#include "relay.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+void sb_supervise_close_fds(sb_bus *d, sb_worker *w);
+int sb_supervise_spawn(sb_bus *d, sb_worker *w);
+void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Workers whose stdin broke this round (d->stdin_lost): if one is still
+ * running a moment later, it closed its stdin (SB-I-39). */
+void sb_supervise_stdin_lost(sb_bus *d);
+/* Acts on what the relay reported for the worker's output. */
+void sb_supervise_verdict(sb_bus *d, sb_worker *w, sb_relay_verdict v);
+void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w);
+void sb_supervise_exited(sb_bus *d, sb_worker *w, int status);
+void sb_supervise_reap(sb_bus *d);
+/* Schedules the worker's (re)start at `at` (ms). */
+void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at);
+/* A worker's timer (SB_TIMER_RESTART, _KILL, _LOST, _FULL) fired. */
+void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now);
+bool sb_supervise_attach(sb_bus *d, sb_peer *c);
+void sb_supervise_detach(sb_bus *d, sb_peer *c);
+void sb_supervise_kill_remaining(sb_bus *d);
+void sb_supervise_stop_all(sb_bus *d);
+#endif
