@@ -19,6 +19,8 @@ Items (each in one mode, all at once in threads; well under 30 s):
   two-pools      with two pools, requests reach both (round robin)   SB-6.1.3-1
   big-line       a line larger than a pipe buffer passes both ways   SB-5.1.1-3
   burst          500 pipelined requests to one worker are answered   SB-6.3.1-2
+  slow-reader    1 MiB of answers to a client that reads nothing     SB-7.3.1-1
+                 until its worker has written them all arrive whole
   malformed      a malformed client line closes that client only     SB-4.3-1
 
 How tests stand on items: every test stands on start-<its mode>; a test that
@@ -36,7 +38,9 @@ import concurrent.futures
 import dataclasses
 import json
 import os
+import select
 import signal
+import socket
 import time
 
 from . import contain
@@ -70,7 +74,9 @@ ITEMS = {i.name: i for i in (
     Item("big-line", "SB-5.1.1-3", ("SB-5.1.1-3", "SB-4.2.3-3", "SB-I-26"),
          "passes a 256 KiB line both ways"),
     Item("burst", "SB-6.3.1-2", ("SB-6.3.1-2", "SB-I-43"), "answers 500 pipelined requests to one worker"),
-    Item("malformed", "SB-4.3-1", ("SB-4.3-1", "SB-I-1"),
+    Item("slow-reader", "SB-7.3.1-1", ("SB-7.3.1-1",),
+         "keeps what a client does not read yet (1 MiB of answers) and delivers it all", ("unix", "tcp")),
+    Item("malformed", "SB-4.3-1", ("SB-4.3-1",),
          "closes a client that sends a malformed line, and only that client", ("unix", "tcp")),
 )}
 SIGNAL_ITEMS = {signal.SIGTERM: "sigterm", signal.SIGINT: "sigint"}
@@ -277,6 +283,55 @@ def _burst(bus: Bus) -> None:
         raise Broken(f"a burst of {n} pipelined requests on one session: {exc}") from None
 
 
+def _slow_reader(bus: Bus) -> None:
+    """A client with a small receive buffer that reads nothing until its
+    worker has written every answer: what does not fit in the socket waits
+    in the daemon's output queue (1 MiB, under the 4 MiB default cap, so no
+    backpressure is due), and all of it arrives once the client reads."""
+    n = 64
+    try:
+        d = _serve_one(bus)
+        family = socket.AF_UNIX if bus.mode == "unix" else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(bus.timeout)
+            s.connect(d.address)
+            s.sendall(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"slow-{i}", "method": "echo",
+                                           "sessionId": "slow", "params": {"mock": {"big": 16 * 1024}}},
+                                          separators=(",", ":")).encode() + b"\n" for i in range(n)))
+            bus.worker_log().wait_count(lambda r: r.kind == "out" and b'"slow-' in r.raw, n, bus.timeout,
+                                        f"{n} answers written by the worker", check=d.check)
+            # A probe on the same session (same worker) is answered after every answer
+            # before it. A daemon that drops lines may drop a probe sent while it
+            # still holds data for us: ask again whenever nothing is waiting to be read.
+            buf, probes, deadline = b"", 0, time.monotonic() + bus.timeout
+            while b'"slow-end-' not in buf:
+                d.check("while a slow client read its answers")
+                if time.monotonic() > deadline:
+                    raise Broken(f"the answers to a client that read nothing for a while did not arrive "
+                                 f"within {bus.timeout:g} s once it read")
+                if select.select([s], [], [], 0.05)[0]:  # poll interval of this deadline loop
+                    chunk = s.recv(1 << 16)
+                    if not chunk:
+                        raise Broken("the daemon closed a client that read nothing for a while "
+                                     "(1 MiB of answers, under the default cap)")
+                    buf += chunk
+                    continue
+                s.sendall(b'{"jsonrpc":"2.0","id":"slow-end-%d","method":"echo","sessionId":"slow"}\n' % probes)
+                probes += 1
+        finally:
+            s.close()
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} with a client that does not read") from None
+    except DaemonError as exc:
+        raise Broken(f"a client that reads nothing for a while: {exc}") from None
+    got = sum(1 for i in range(n) if f'"slow-{i}"'.encode() in buf)
+    if got < n:
+        raise Broken(f"a client that read nothing while {n} answers of 16 KiB were written for it got "
+                     f"{got} of them: the daemon dropped what its socket did not take")
+
+
 def _malformed(bus: Bus) -> None:
     try:
         d = _serve_one(bus)
@@ -305,7 +360,8 @@ CHECKS = {
     "stdin-eof": _stdin_eof,
     "restart-exit0": _restart(signal.SIGTERM, "exited with status 0 (it was sent SIGTERM by someone else)"),
     "restart-crash": _restart(signal.SIGKILL, "was killed by SIGKILL"),
-    "two-pools": _two_pools, "big-line": _big_line, "burst": _burst, "malformed": _malformed,
+    "two-pools": _two_pools, "big-line": _big_line, "burst": _burst, "slow-reader": _slow_reader,
+    "malformed": _malformed,
 }
 
 

@@ -423,6 +423,7 @@ def test_orphan_policy_error_answers_each_orphaned_request(bus):
                                      "error": {"code": -32000, "message": msg}}
 
 
+@pytest.mark.stands_on("slow-reader")  # 200 KB of answers at once
 @pytest.mark.clause("SB-I-40")
 def test_response_written_just_before_exit_is_delivered(bus):
     bus.start(instances=4)
@@ -545,6 +546,7 @@ def test_worker_stays_stopped_after_max_restarts(bus):
 
 
 @ONE_MODE
+@pytest.mark.stands_on("restart-exit0")  # the worker exits with status 0
 @pytest.mark.clause("SB-7.1.3-3", "SB-I-10", "SB-8.3-3", "SB-7.1.2-1")
 def test_max_restarts_zero_never_restarts(bus):
     d = bus.start({"limits": {"max_restarts": 0}}, pools=[bus.pool("once", 1), bus.pool("ok", 1)])

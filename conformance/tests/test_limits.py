@@ -306,6 +306,7 @@ def test_worker_that_stops_reading_pauses_the_client(bus):
 
 
 @pytest.mark.modes("unix", "tcp")
+@pytest.mark.stands_on("slow-reader")
 @pytest.mark.clause("SB-7.3.1-4", "SB-8.3-4", "SB-I-17", "SB-7.2-3")
 def test_client_over_the_cap_for_backpressure_timeout_is_closed(bus):
     total = 64 * MIB
@@ -371,6 +372,7 @@ def test_default_max_input_buffer_is_one_mebibyte(bus):
 
 
 @pytest.mark.modes("unix")
+@pytest.mark.stands_on("slow-reader")
 @pytest.mark.clause("SB-8.1-2")
 def test_default_max_output_queue_is_four_mebibytes(bus):
     # unix mode: the kernel's buffers on the way are small and known (a
@@ -423,6 +425,7 @@ def test_default_max_restarts_is_five_at_the_default_pace(bus):
 @SLOW
 @pytest.mark.timeout(150)
 @pytest.mark.modes("unix")
+@pytest.mark.stands_on("slow-reader")
 @pytest.mark.clause("SB-8.1-6")
 def test_default_backpressure_timeout_is_60_seconds(bus):
     d = bus.start({"limits": {"max_output_queue": CAP}}, instances=1)
@@ -603,6 +606,7 @@ def fill_sessions(c, n, prefix="sess"):
 
 
 @pytest.mark.stands_on("burst")
+@pytest.mark.stands_on("slow-reader")  # 1024 answers at once
 @pytest.mark.clause("SB-8.2-2", "SB-6.1.3-2")
 def test_daemon_holds_1024_sessions_and_no_more(bus):
     bus.start(instances=1)
@@ -650,6 +654,7 @@ def answer_all(c, ids, expect):
 
 
 @pytest.mark.stands_on("burst")
+@pytest.mark.stands_on("slow-reader")  # 4096 answers at once
 @pytest.mark.clause("SB-8.2-3")
 def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
     bus.start(instances=1)
