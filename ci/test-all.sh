@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: set up, check the C formatting (ci/format-check.sh), then
 #   1. build with -Werror and run every ctest label (unit, fuzz replays, mocks,
-#      e2e, valgrind, conformance);
+#      e2e, valgrind, conformance, the foreign daemon and its defects) but the
+#      per-area split of the suite (section-*), which repeats `conformance`;
 #   2. build with ASan+UBSan and run unit, fuzz replays, e2e, the conformance
 #      suite (once) and the worker suite again: any sanitizer report fails the run;
 #   3. a short fuzzing smoke of every fuzz target (ci/fuzz.sh), if AFL++ is here.
@@ -38,4 +39,6 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== tests"
 cd build
-ctest --output-on-failure "$@"
+# -LE section-: the per-area ctests (section-routing...) re-run, split by area, the
+# suite that `conformance` has just run whole (~145 s); run them with ctest -L section-
+ctest --output-on-failure -LE 'section-' "$@"

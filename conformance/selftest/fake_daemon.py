@@ -107,9 +107,13 @@ class Endpoint:
         self.kind, self.name = kind, name
         self.rfd, self.wfd, self.sock, self.proc = rfd, wfd, sock, proc
         self.inbuf = b""
+        self.out = b""       # socket clients: what the socket did not take yet (an output queue)
         self.closed = False
 
     def write(self, data):
+        if self.sock is not None:
+            self.out += data
+            return self.flush()
         view = memoryview(data)
         while view:
             try:
@@ -120,6 +124,17 @@ class Endpoint:
             except OSError:
                 return False
             view = view[n:]
+        return True
+
+    def flush(self):
+        while self.out and not self.closed:
+            try:
+                n = self.sock.send(self.out, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            self.out = self.out[n:]
         return True
 
 
@@ -384,7 +399,10 @@ class Daemon:
 
     def run(self):
         while not self.stop:
-            for key, _ in self.sel.select(0.02):
+            queued = [c for c in self.clients if c.out and not c.closed]
+            for c in queued:
+                c.flush()
+            for key, _ in self.sel.select(0.001 if queued else 0.02):
                 self.on_readable(key.data)
             self.run_timers()
         self.shutdown()

@@ -52,6 +52,8 @@ def answer(raw, msg, mock, client_reply=None):
     result = {"method": msg["method"], "params": msg.get("params"), "worker": WID, "pool": POOL, "pid": PID}
     if client_reply is not None:
         result["client_reply"] = client_reply
+    if "big" in mock:
+        result["pad"] = "x" * int(mock["big"])
     body = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
     data = '{"jsonrpc":"2.0","id":%s,"result":%s' % (rid, body)
     if "reply_session" in mock:

@@ -140,6 +140,7 @@ def test_two_spellings_of_a_sessionid_are_two_sessions(bus):
     assert b'"sessionId":"a\\u0062"' in rec.raw
 
 
+@pytest.mark.stands_on("malformed")  # a routing field of the wrong type is malformed (SB-I-2)
 @pytest.mark.clause("SB-I-2", "SB-4.3-2")
 @pytest.mark.parametrize("member,token", [("sessionId", b"5"), ("sessionId", b"null"),
                                           ("sessionId", b"{}"), ("id", b"true"), ("id", b"[1]")],
@@ -246,6 +247,7 @@ def restart_worker(bus, client, old_pid):
     return new[-1]
 
 
+@pytest.mark.stands_on("restart-exit0")  # restart_worker(): the worker exits with status 0
 @pytest.mark.clause("SB-7.1.2-4", "SB-7.1.3-1")
 def test_restarted_worker_answers_ids_its_predecessor_left_pending(bus):
     bus.start(instances=1)
@@ -263,6 +265,7 @@ def test_restarted_worker_answers_ids_its_predecessor_left_pending(bus):
 
 
 @pytest.mark.modes("unix", "tcp")
+@pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-7.1.2-4", "SB-I-23")
 def test_restarted_worker_holds_no_request_of_a_departed_client(bus):
     d = bus.start(instances=1)

@@ -119,6 +119,7 @@ def test_stalled_worker_does_not_delay_other_traffic(bus):
 
 @pytest.mark.modes("unix", "tcp")
 @pytest.mark.stands_on("big-line")
+@pytest.mark.stands_on("slow-reader")
 @pytest.mark.clause("SB-3.1-5")
 def test_client_that_stops_reading_does_not_delay_others(bus):
     d = bus.start({"limits": {"max_input_buffer": 8 << 20}}, instances=2)

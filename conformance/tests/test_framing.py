@@ -88,6 +88,7 @@ def test_malformed_json_leaves_other_clients_alone(bus):
     assert not any(b"not json" in line for line in bus.worker_log().received())
 
 
+@pytest.mark.stands_on("malformed")  # JSON that is not an object is malformed (SB-I-1)
 @pytest.mark.clause("SB-I-1", "SB-4.3-2")
 @pytest.mark.parametrize("line", [b'[{"jsonrpc":"2.0","id":1,"method":"batch"}]\n', b"42\n", b'"text"\n'],
                          ids=["array", "number", "string"])

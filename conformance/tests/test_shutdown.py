@@ -117,18 +117,20 @@ def test_workers_still_running_after_drain_timeout_are_killed(bus):
 def test_answers_in_flight_are_delivered_during_the_drain(bus):
     # a worker that ignores SIGTERM but finishes its work and exits at end of
     # stdin: the daemon must close its stdin and keep forwarding its output
+    # (a worker that exits by itself logs its exit; one killed at the end of
+    # the drain cannot: no timing involved, and a daemon that keeps the
+    # stdin open costs one short drain)
     patient = bus.pool("p", 1, args=["--ignore-sigterm"])
-    d = bus.start({"limits": {"drain_timeout_sec": 4}}, pools=[patient])
+    d = bus.start({"limits": {"drain_timeout_sec": 2}}, pools=[patient])
     c = bus.client()
     c.send_json({"jsonrpc": "2.0", "id": "inflight", "method": "slow", "sessionId": "s",
                  "params": {"mock": {"delay_ms": 300}}})
     bus.worker_log().wait_received(b'"inflight"')
-    t0 = time.monotonic()
     d.signal(signal.SIGTERM)
     assert c.recv_response("inflight")["sessionId"] == "s"
     assert d.wait_exit() == 0
-    assert time.monotonic() - t0 < 3, "the worker was not let go at end of stdin: its stdin stayed open"
-    assert bus.worker_log().select("exit") != [], "the worker was killed, not let finish"
+    assert bus.worker_log().select("exit") != [], \
+        "the worker was not let go at end of stdin: its stdin stayed open until it was killed"
 
 
 @pytest.mark.clause("SB-I-21")

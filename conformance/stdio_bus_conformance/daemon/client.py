@@ -61,6 +61,15 @@ def parse_line(line: bytes, who: str = "client") -> dict:
     return obj
 
 
+def _answers(line: bytes, req_id) -> bool:
+    """Whether line is a response to req_id."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("id") == req_id and ("result" in obj or "error" in obj)
+
+
 def reset_ids() -> None:
     """Each test starts again at 1, so a rerun with the same seed sends the
     same bytes whatever ran before it in the process."""
@@ -308,6 +317,33 @@ class Client:
             rest = list(self._queue)
             self._queue.clear()
             return rest
+
+    def expect_closed_on(self, data: bytes, timeout: float | None = None) -> list[bytes]:
+        """Sends data, on which the daemon must close this connection, then a
+        probe request. A daemon that answers the probe read past data and
+        kept the connection, so the close can no longer come: the wait ends
+        there (AssertionError), not at the deadline. Returns what
+        expect_closed() returns."""
+        probe = f"sb-probe-{next_id()}"
+        line = json.dumps({"jsonrpc": "2.0", "id": probe, "method": "sb/probe"}).encode() + b"\n"
+        for chunk in (data, line):
+            try:
+                self.send(chunk, timeout)
+            except ConnectionClosed:
+                break
+        deadline = self._deadline(timeout)
+        with self._cond:
+            while not self._eof:
+                self._check(closing=True)
+                if any(probe.encode() in x and _answers(x, probe) for x in self._queue):
+                    raise AssertionError(f"{self.name}: the daemon kept the connection: it answered a "
+                                         f"request sent after the line it was to close it on")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DaemonTimeout(f"{self.name}: the daemon did not close the connection within "
+                                        f"{self.timeout if timeout is None else timeout:g} s")
+                self._cond.wait(min(left, SLICE))
+        return self.expect_closed(0)
 
     def expect_silence(self, duration: float = 0.3) -> None:
         """Asserts that nothing arrives for `duration` seconds (keep it short;

@@ -19,14 +19,17 @@ Items (each in one mode, all at once in threads; well under 30 s):
   two-pools      with two pools, requests reach both (round robin)   SB-6.1.3-1
   big-line       a line larger than a pipe buffer passes both ways   SB-5.1.1-3
   burst          500 pipelined requests to one worker are answered   SB-6.3.1-2
+  slow-reader    1 MiB of answers to a client that reads nothing     SB-7.3.1-1 (dropped),
+                 until its worker has written them all arrive whole  SB-8.1-2 (not queued)
   malformed      a malformed client line closes that client only     SB-4.3-1
 
 How tests stand on items: every test stands on start-<its mode>; a test that
 signals the daemon (d.signal) stands on sigterm/sigint, one that closes the
 stdio client's stdin on stdin-eof, one that starts two pools or more on
 two-pools (all found as they happen); others declare
-@pytest.mark.stands_on("restart-crash", ...). A test is never blocked by an
-item whose clauses it cites: it judges that behaviour itself.
+@pytest.mark.stands_on("restart-crash", ...). A test whose first cited clause
+is the one the item was found broken on (or the same behaviour restated) is
+never blocked by it: it judges that behaviour itself, on that clause.
 """
 
 from __future__ import annotations
@@ -35,13 +38,15 @@ import concurrent.futures
 import dataclasses
 import json
 import os
+import select
 import signal
+import socket
 import time
 
 from . import contain
 from .bus import Bus
 from .process import describe_status
-from ..common.errors import ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, HarnessError
+from ..common.errors import ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, DaemonTimeout, HarnessError
 
 MODES_PREFERRED = ("unix", "tcp", "stdio")
 
@@ -53,22 +58,29 @@ class Item:
     related: tuple            # clauses whose tests judge this behaviour themselves (never blocked by it)
     what: str
     modes: tuple = MODES_PREFERRED   # where it can run, in order of preference
+    needs: tuple = ()         # items whose behaviour this one also exercises: when one of them is
+                              # broken, this one is not judged and its tests are blocked by that one
 
 
 ITEMS = {i.name: i for i in (
     Item("start-stdio", "SB-4.1.1-1", ("SB-4.1.1-1", "SB-4.1.1-2"), "starts in stdio mode and answers", ("stdio",)),
     Item("start-unix", "SB-4.1.1-3", ("SB-4.1.1-3",), "starts in unix mode and answers", ("unix",)),
     Item("start-tcp", "SB-4.1.1-4", ("SB-4.1.1-4",), "starts in tcp mode and answers", ("tcp",)),
-    Item("sigterm", "SB-10.1-1", ("SB-10.1-1", "SB-10.2-6", "SB-3.1-6"), "exits with status 0 on SIGTERM"),
-    Item("sigint", "SB-10.1-2", ("SB-10.1-2", "SB-10.2-6", "SB-3.1-6"), "exits with status 0 on SIGINT"),
+    # a crash or no exit: the shutdown of 10.2 never ran, so its clauses (10.2-2..6) are not judged
+    Item("sigterm", "SB-10.1-1", ("SB-10.1-1", "SB-3.1-6"), "exits with status 0 on SIGTERM"),
+    Item("sigint", "SB-10.1-2", ("SB-10.1-2", "SB-3.1-6"), "exits with status 0 on SIGINT"),
     Item("stdin-eof", "SB-I-5", ("SB-I-5",), "exits with status 0 at the end of stdin", ("stdio",)),
     Item("restart-exit0", "SB-7.1.3-1", ("SB-7.1.3-1",), "restarts a worker that exited with status 0"),
     Item("restart-crash", "SB-7.1.3-1", ("SB-7.1.3-1",), "restarts a worker killed by a signal"),
     Item("two-pools", "SB-6.1.3-1", ("SB-6.1.3-1", "SB-6.1.1-1"), "routes to both of two pools"),
     Item("big-line", "SB-5.1.1-3", ("SB-5.1.1-3", "SB-4.2.3-3", "SB-I-26"),
          "passes a 256 KiB line both ways"),
-    Item("burst", "SB-6.3.1-2", ("SB-6.3.1-2", "SB-I-43"), "answers 500 pipelined requests to one worker"),
-    Item("malformed", "SB-4.3-1", ("SB-4.3-1", "SB-I-1"),
+    # 500 answers at once are more than a socket takes: the daemon queues them (slow-reader)
+    Item("burst", "SB-6.3.1-2", ("SB-6.3.1-2", "SB-I-43"), "answers 500 pipelined requests to one worker",
+         needs=("slow-reader",)),
+    Item("slow-reader", "SB-7.3.1-1", ("SB-7.3.1-1",),
+         "keeps what a client does not read yet (1 MiB of answers) and delivers it all", ("unix", "tcp")),
+    Item("malformed", "SB-4.3-1", ("SB-4.3-1",),
          "closes a client that sends a malformed line, and only that client", ("unix", "tcp")),
 )}
 SIGNAL_ITEMS = {signal.SIGTERM: "sigterm", signal.SIGINT: "sigint"}
@@ -122,9 +134,21 @@ class Results:
 
     def blocking(self, name: str, cited) -> Result | None:
         """The broken result of item `name` when it blocks a test citing
-        `cited` (None when the test judges that behaviour itself)."""
+        `cited` (None when the test judges that behaviour itself). A test
+        judges it when its FIRST cited clause (where its plain asserts and a
+        crash land, judge.py) is the clause the item was found broken on, or
+        one the item lists as the same behaviour; any other test would fail
+        on a clause of its own for this defect, so it is blocked."""
+        item = ITEMS[name]
+        for need in item.needs:
+            r = self.blocking(need, cited)
+            if r is not None:
+                return r
         r = self.broken(name)
-        if r is None or set(cited) & set(ITEMS[name].related):
+        if r is None:
+            return None
+        same = item.related if r.clause == item.clause else (r.clause,)
+        if cited and cited[0] in same:
             return None
         return r
 
@@ -267,6 +291,62 @@ def _burst(bus: Bus) -> None:
         raise Broken(f"a burst of {n} pipelined requests on one session: {exc}") from None
 
 
+def _slow_reader(bus: Bus) -> None:
+    """A client with a small receive buffer that reads nothing until its
+    worker has written every answer: what does not fit in the socket waits
+    in the daemon's output queue (1 MiB, under the 4 MiB default cap, so no
+    backpressure is due), and all of it arrives once the client reads."""
+    n = 64
+    try:
+        d = _serve_one(bus)
+        family = socket.AF_UNIX if bus.mode == "unix" else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(bus.timeout)
+            s.connect(d.address)
+            s.sendall(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"slow-{i}", "method": "echo",
+                                           "sessionId": "slow", "params": {"mock": {"big": 16 * 1024}}},
+                                          separators=(",", ":")).encode() + b"\n" for i in range(n)))
+            try:
+                bus.worker_log().wait_count(lambda r: r.kind == "out" and b'"slow-' in r.raw, n, bus.timeout,
+                                            f"{n} answers written by the worker", check=d.check)
+            except DaemonTimeout:
+                # it stopped taking the worker's output (blocked in a write to us, or
+                # backpressure long before its cap): not queueing is SB-8.1-2's to judge
+                raise Broken("the daemon stopped taking its worker's output while it held at most 1 MiB for "
+                             "a client that does not read (backpressure is due only beyond 4 MiB)",
+                             "SB-8.1-2") from None
+            # A probe on the same session (same worker) is answered after every answer
+            # before it. A daemon that drops lines may drop a probe sent while it
+            # still holds data for us: ask again whenever nothing is waiting to be read.
+            buf, probes, deadline = b"", 0, time.monotonic() + bus.timeout
+            while b'"slow-end-' not in buf:
+                d.check("while a slow client read its answers")
+                if time.monotonic() > deadline:
+                    raise Broken(f"the answers to a client that read nothing for a while did not arrive "
+                                 f"within {bus.timeout:g} s once it read")
+                if select.select([s], [], [], 0.05)[0]:  # poll interval of this deadline loop
+                    chunk = s.recv(1 << 16)
+                    if not chunk:
+                        raise Broken("the daemon closed a client that read nothing for a while "
+                                     "(1 MiB of answers, under the default cap)")
+                    buf += chunk
+                    continue
+                s.sendall(b'{"jsonrpc":"2.0","id":"slow-end-%d","method":"echo","sessionId":"slow"}\n' % probes)
+                probes += 1
+        finally:
+            s.close()
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} with a client that does not read") from None
+    except DaemonError as exc:
+        raise Broken(f"a client that reads nothing for a while: {exc}") from None
+    got = sum(1 for i in range(n) if f'"slow-{i}"'.encode() in buf)
+    if got < n:
+        raise Broken(f"a client that read nothing while {n} answers of 16 KiB were written for it got "
+                     f"{got} of them: the daemon dropped what its socket did not take")
+
+
 def _malformed(bus: Bus) -> None:
     try:
         d = _serve_one(bus)
@@ -295,7 +375,8 @@ CHECKS = {
     "stdin-eof": _stdin_eof,
     "restart-exit0": _restart(signal.SIGTERM, "exited with status 0 (it was sent SIGTERM by someone else)"),
     "restart-crash": _restart(signal.SIGKILL, "was killed by SIGKILL"),
-    "two-pools": _two_pools, "big-line": _big_line, "burst": _burst, "malformed": _malformed,
+    "two-pools": _two_pools, "big-line": _big_line, "burst": _burst, "slow-reader": _slow_reader,
+    "malformed": _malformed,
 }
 
 
@@ -347,21 +428,29 @@ def run(ctx, workers: int = 6) -> Results:
             r = f.result()
             results[r.name] = r
         serving = [m for m in modes if results[f"start-{m}"].status == "ok"]
-        futures = []
-        for item in ITEMS.values():
-            if item.name in results:
-                continue
-            usable = [m for m in item.modes if m in serving]
-            if not usable:
-                supported = [m for m in item.modes if m in modes]
-                why = (f"no {'/'.join(item.modes)} mode in the profile" if not supported else
-                       f"the daemon does not serve in {'/'.join(supported)} mode")
-                results[item.name] = Result(item.name, "not judged", item.clause, None, why)
-                continue
-            futures.append(pool.submit(_run_item, ctx, item.name, usable[0], notes))
-        for f in concurrent.futures.as_completed(futures):
-            r = f.result()
-            results[r.name] = r
+        # the items that stand on others run once those are judged: when one of those is
+        # broken, they are not judged (one root cause per defect, and no wait on it)
+        for later in (False, True):
+            futures = []
+            for item in ITEMS.values():
+                if item.name in results or bool(item.needs) != later:
+                    continue
+                broken = [n for n in item.needs if n in results and results[n].status == "broken"]
+                if broken:
+                    results[item.name] = Result(item.name, "not judged", item.clause, None,
+                                                f"it stands on {broken[0]}, which is broken")
+                    continue
+                usable = [m for m in item.modes if m in serving]
+                if not usable:
+                    supported = [m for m in item.modes if m in modes]
+                    why = (f"no {'/'.join(item.modes)} mode in the profile" if not supported else
+                           f"the daemon does not serve in {'/'.join(supported)} mode")
+                    results[item.name] = Result(item.name, "not judged", item.clause, None, why)
+                    continue
+                futures.append(pool.submit(_run_item, ctx, item.name, usable[0], notes))
+            for f in concurrent.futures.as_completed(futures):
+                r = f.result()
+                results[r.name] = r
     order = list(ITEMS)
     return Results({n: results[n] for n in order if n in results}, time.monotonic() - t0)
 
