@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import PYTHON, RUN_PY, SPEC, write_suite
-from test_bounds import leftovers, private_fake
+from test_bounds import leftovers, no_leftovers, private_fake
 
 SLOW = '''
 from stdio_bus_conformance import DaemonTimeout, wait_until
@@ -41,10 +41,13 @@ def test_ctrl_c_exits_2_and_never_reports_an_unfinished_test_as_passed(tmp_path,
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
                          start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not leftovers(str(fake)) and time.monotonic() < deadline:
-            time.sleep(0.05)  # until a daemon runs: the run is in a test
-        time.sleep(2.0)       # and a bit further, so that one test has finished
+        # each test starts its own daemon: once more daemons than jobs have
+        # been seen, at least one test has finished and the run is in another
+        seen, deadline = set(), time.monotonic() + 60
+        while len(seen) <= jobs and p.poll() is None and time.monotonic() < deadline:
+            seen.update(leftovers(str(fake)))
+            time.sleep(0.02)  # /proc has no change notification: poll it until the deadline
+        assert len(seen) > jobs, f"daemons seen: {sorted(seen)}"
         os.killpg(p.pid, signal.SIGINT)
         out, _ = p.communicate(timeout=60)
     finally:
@@ -58,5 +61,4 @@ def test_ctrl_c_exits_2_and_never_reports_an_unfinished_test_as_passed(tmp_path,
     assert "unfinished" in outcomes, outcomes
     assert outcomes.count("pass") + outcomes.count("unfinished") == len(outcomes), outcomes
     assert any("interrupted" in r for r in data["exit_reasons"]), data["exit_reasons"]
-    time.sleep(0.2)
-    assert leftovers(str(fake)) == []
+    assert no_leftovers(str(fake)) == []

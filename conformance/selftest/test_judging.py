@@ -147,13 +147,15 @@ def test_version(bus):
     assert "without @pytest.mark.requires" in run.results["collection_errors"][0]["message"]
 
 
-def test_extension_tests_are_unsupported_unless_the_profile_claims_them(harness, tmp_path):
-    suite = write_suite(tmp_path / "suite", '''
+def extension_suite(path, feature):
+    """A suite of two tests: one needing the extension `feature` (its body
+    is never reached unless a profile claims it), one any daemon passes."""
+    return write_suite(path, f'''
 @pytest.mark.modes("stdio")
-@pytest.mark.requires("cli_version")
+@pytest.mark.requires("{feature}")
 @pytest.mark.clause("SB-X-1")
-def test_version(bus):
-    pass
+def test_extension(bus):
+    raise AssertionError("ran although the profile does not claim {feature}")
 
 @pytest.mark.modes("stdio")
 @pytest.mark.clause("SB-6.1-1")
@@ -161,8 +163,12 @@ def test_served(bus):
     bus.start(instances=1)
     bus.client().request()
 ''')
+
+
+def test_extension_tests_are_unsupported_unless_the_profile_claims_them(harness, tmp_path):
+    suite = extension_suite(tmp_path / "suite", "cli_version")
     run = harness("--no-coverage-gate", tests=suite)
-    assert run.outcome_of("test_version") == {"unsupported"}
+    assert run.outcome_of("test_extension") == {"unsupported"}
     ext = [line for line in run.results["verdict"]["lines"] if line.startswith("our extensions")]
     assert ext == ["our extensions (SB-X, judged where the profile claims them): 0 SHOULD/MAY clauses warn (of 1), "
                    "1 not judged"], ext
@@ -173,19 +179,7 @@ def test_another_daemon_gets_the_neutral_profile(tmp_path, fakes):
     spec's command line and no extension claimed."""
     import subprocess
     from conftest import PYTHON, RUN_PY, SPEC
-    suite = write_suite(tmp_path / "suite", '''
-@pytest.mark.modes("stdio")
-@pytest.mark.requires("worker_id_env")
-@pytest.mark.clause("SB-X-1")
-def test_our_extension(bus):
-    pass
-
-@pytest.mark.modes("stdio")
-@pytest.mark.clause("SB-6.1-1")
-def test_served(bus):
-    bus.start(instances=1)
-    bus.client().request()
-''')
+    suite = extension_suite(tmp_path / "suite", "worker_id_env")
     res = tmp_path / "res"
     p = subprocess.run([PYTHON, str(RUN_PY), "--daemon", str(fakes["fake_daemon.py"]), "--mock-worker",
                         str(fakes["fake_worker.py"]), "--spec", str(SPEC), "--tests-dir", str(suite),
@@ -195,7 +189,7 @@ def test_served(bus):
     assert p.returncode == 0, p.stdout + p.stderr
     assert data["profile"] == "(built-in spec-only)"
     outcomes = {t["nodeid"].split("::")[1]: t["outcome"] for t in data["tests"]}
-    assert outcomes == {"test_our_extension[stdio]": "unsupported", "test_served[stdio]": "pass"}
+    assert outcomes == {"test_extension[stdio]": "unsupported", "test_served[stdio]": "pass"}
 
 
 def test_extension_config_key_without_requires_is_a_harness_error(harness, tmp_path):

@@ -13,8 +13,9 @@ from .common.errors import (ConnectionClosed, DaemonCrashed, DaemonError, Daemon
                             HarnessError)
 from .spec.judge import ClauseFailure, check, checking
 from .common.waits import wait_until
+from .daemon.observe import pid_of, socket_links, tracked_client, wait_link_closed, wait_worker_failed
 from .daemon.workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",
            "DaemonTimeout", "HarnessError", "Record", "WorkerLog", "check", "checking", "field", "next_id",
-           "parse_line", "procinfo", "wait_timeout", "wait_until"]
+           "parse_line", "pid_of", "procinfo", "socket_links", "tracked_client", "wait_link_closed", "wait_timeout", "wait_until", "wait_worker_failed"]

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonExited, DaemonTimeout, field, procinfo, wait_timeout, wait_until
+from stdio_bus_conformance import DaemonExited, field, pid_of, procinfo, wait_timeout, wait_until
 
 MIB = 1 << 20
 POLL = 0.005  # /proc and the mock's log have no change notification: poll them
@@ -30,10 +30,6 @@ STAY = ["--on-eof", "stay"]
 
 
 # -- helpers ------------------------------------------------------------------------------
-def pid_of(response):
-    return field(response, "result", "pid")
-
-
 def start(bus, instances=2, args=(), spawn=None, overrides=None):
     """The daemon with one pool of mock workers bound by connection."""
     pool = bus.pool("p", instances, args)
@@ -176,7 +172,7 @@ def test_while_its_worker_is_stopping_the_client_is_not_moved(bus):
     # ignores SIGTERM, so the window lasts drain_timeout_sec
     start(bus, instances=2, args=["--ignore-sigterm"] + STAY, overrides={"limits": {"drain_timeout_sec": 3}})
     c = bus.client()
-    bound = pid_of(c.request())
+    c.request()  # binds c to a worker
     since = len(bus.daemon.stderr_lines())
     c.send_json({"jsonrpc": "2.0", "id": "bad", "method": "x", "params": {"mock": {"emit": "garbage\n"}}})
     wait_until(lambda: [x for x in bus.daemon.stderr_lines()[since:] if "ERROR" in x and "malformed" in x],

@@ -18,32 +18,12 @@ import pytest
 
 from stdio_bus_conformance import (ConnectionClosed, DaemonTimeout, field, parse_line, procinfo,
                                    wait_timeout, wait_until)
+from stdio_bus_conformance import pid_of, tracked_client
 
 MIB = 1 << 20
 
 
 # -- helpers ------------------------------------------------------------------------------
-def pid_of(response):
-    """The worker that answered: the mock puts its pid in every answer."""
-    return field(response, "result", "pid")
-
-
-def socket_links(pid):
-    return {v for v in procinfo.fds(pid).values() if v.startswith("socket:")}
-
-
-def tracked_client(bus):
-    """A new socket client, served once, and the daemon's fd link for it
-    ('socket:[inode]' in /proc/<daemon>/fd), to see the daemon close it."""
-    d = bus.daemon
-    before = socket_links(d.pid)
-    c = bus.client()
-    c.sync()
-    new = wait_until(lambda: (lambda s: s if len(s) == 1 else None)(socket_links(d.pid) - before),
-                     wait_timeout(), "exactly one new socket in the daemon's /proc/<pid>/fd")
-    return c, next(iter(new))
-
-
 def leave(daemon, client, link):
     """Closes a socket client and waits until the daemon has closed its side:
     by then the daemon has handled the disconnect (7.2)."""

@@ -14,16 +14,10 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonTimeout, procinfo
-from stdio_bus_conformance import check, checking, field, wait_until
+from stdio_bus_conformance import DaemonTimeout, check, checking, pid_of, procinfo, wait_until
 
 
 # -- local helpers ------------------------------------------------------------------
-def pid_of(response):
-    """The worker that answered: the mock puts its pid in every answer."""
-    return field(response, "result", "pid")
-
-
 def wait_reaped(pid, timeout=None):
     """Waits until pid has gone from /proc entirely: exited and reaped."""
     wait_until(lambda: procinfo.state(pid) is None, timeout,

@@ -22,6 +22,7 @@ import pytest
 
 from stdio_bus_conformance import (DaemonTimeout, WorkerLog, check, checking, procinfo, wait_timeout,
                                    wait_until)
+from stdio_bus_conformance import pid_of, tracked_client, wait_link_closed, wait_worker_failed
 
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
 # closes their stdin, and a mock that exits at EOF first never logs the signal.
@@ -44,32 +45,9 @@ def restart_wait():
     return wait_timeout() + 3.0
 
 
-def pid_of(response):
-    """The worker that answered: the mock puts its pid in every answer."""
-    return response["result"]["pid"]
-
-
 def gone(pid):
     """True once pid has exited and been reaped (not even a zombie left)."""
     return procinfo.state(pid) is None
-
-
-def wait_worker_failed(bus, c, pool, pid, marker):
-    """Waits for the daemon to fail worker `pid` of `pool` for a line it
-    wrote: an ERROR naming it (pid or pool), then its SIGTERM. Right after
-    that line the worker wrote a notification for its own session carrying
-    `marker` (bytes): once that reaches client c, the session outlived the
-    line, which a daemon that failed the worker had invalidated (SB-5.3-2),
-    so the failure can no longer come and the wait ends there."""
-    def bound():
-        if any(marker in x for x in c.received):
-            raise AssertionError(f"worker {pid} was not failed: its session still routed a notification "
-                                 f"it wrote after that line")
-    d = bus.daemon
-    wait_until(lambda: d.log_lines("ERROR", 0, (pid, pool)), wait_timeout(),
-               f"a daemon stderr line at level ERROR naming one of {[str(pid), pool]}", check=bound)
-    bus.worker_log(pool).wait_count(lambda r: r.kind == "signal" and r.pid == pid, 1, wait_timeout(),
-                                    f"'signal' (SIGTERM to the worker {pid} that wrote it)", check=bound)
 
 
 def sessions_on_distinct_workers(client, n, prefix="s"):
@@ -151,27 +129,6 @@ def exit_via(client, session, status=0, signal_name=None):
     """Has the worker of `session` exit (or die of a signal) at once."""
     mock = {"signal": signal_name} if signal_name else {"exit": status}
     client.notify("test/exit", session=session, params={"mock": mock})
-
-
-def socket_links(pid):
-    return {v for v in procinfo.fds(pid).values() if v.startswith("socket:")}
-
-
-def tracked_client(bus):
-    """A new socket client, served once, and the daemon's fd link for it
-    ('socket:[inode]' in /proc/<daemon>/fd), to watch the daemon close it."""
-    d = bus.daemon
-    before = socket_links(d.pid)
-    c = bus.client()
-    c.sync()
-    new = wait_until(lambda: (lambda s: s if len(s) == 1 else None)(socket_links(d.pid) - before),
-                     wait_timeout(), "exactly one new socket in the daemon's /proc/<pid>/fd")
-    return c, next(iter(new))
-
-
-def wait_link_closed(daemon, link, timeout=None):
-    wait_until(lambda: link not in set(procinfo.fds(daemon.pid).values()), timeout,
-               f"the daemon closing its fd for {link}")
 
 
 # =========================================================================================

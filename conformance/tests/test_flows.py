@@ -15,15 +15,10 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonError, DaemonTimeout, check, checking, field, next_id
+from stdio_bus_conformance import DaemonError, DaemonTimeout, check, checking, field, next_id, pid_of
 
 
 # -- local helpers ------------------------------------------------------------------
-def pid_of(response):
-    """The worker that answered: the mock puts its pid in every answer."""
-    return field(response, "result", "pid")
-
-
 def call(c, id, session=None, method="work", **mock):
     """Sends a request carrying mock directives, without waiting for its answer."""
     msg = {"jsonrpc": "2.0", "id": id, "method": method}

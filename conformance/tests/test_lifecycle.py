@@ -9,18 +9,14 @@ import struct
 
 import pytest
 
-from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, procinfo
-from stdio_bus_conformance import check, field, wait_timeout, wait_until
+from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, check, procinfo, wait_timeout, wait_until
+from stdio_bus_conformance import pid_of
 
 
 # -- local helpers -------------------------------------------------------------------
 def wait_reaped(pid, timeout=None):
     wait_until(lambda: procinfo.state(pid) is None, timeout,
                f"worker {pid} exited and reaped (state now {procinfo.state(pid)!r})")
-
-
-def pid_of(response):
-    return field(response, "result", "pid")
 
 
 def inode(target):

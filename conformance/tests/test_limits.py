@@ -22,6 +22,7 @@ import pytest
 
 from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, procinfo
 from stdio_bus_conformance import field, parse_line, wait_timeout, wait_until
+from stdio_bus_conformance import socket_links, wait_worker_failed
 
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
 # closes their stdin, and a mock that exits at EOF first never logs the signal.
@@ -45,28 +46,6 @@ def wchar(pid):
     except (FileNotFoundError, ProcessLookupError):
         return None
     raise HarnessError(f"no wchar in /proc/{pid}/io")
-
-
-def socket_links(pid):
-    return {v for v in procinfo.fds(pid).values() if v.startswith("socket:")}
-
-
-def wait_worker_failed(bus, c, pool, pid, marker):
-    """Waits for the daemon to fail worker `pid` of `pool` for a line it
-    wrote: an ERROR naming it (pid or pool), then its SIGTERM. Right after
-    that line the worker wrote a notification for its own session carrying
-    `marker` (bytes): once that reaches client c, the session outlived the
-    line, which a daemon that failed the worker had invalidated (SB-5.3-2; as in test_failure.py),
-    so the failure can no longer come and the wait ends there."""
-    def bound():
-        if any(marker in x for x in c.received):
-            raise AssertionError(f"worker {pid} was not failed: its session still routed a notification "
-                                 f"it wrote after that line")
-    d = bus.daemon
-    wait_until(lambda: d.log_lines("ERROR", 0, (pid, pool)), wait_timeout(),
-               f"a daemon stderr line at level ERROR naming one of {[str(pid), pool]}", check=bound)
-    bus.worker_log(pool).wait_count(lambda r: r.kind == "signal" and r.pid == pid, 1, wait_timeout(),
-                                    f"'signal' (SIGTERM to the worker {pid} that wrote it)", check=bound)
 
 
 def padded_request(total, marker, **fields):

@@ -108,10 +108,6 @@ def assert_refused_to_start(bus, rc, out, err, needle=None):
     assert bus.worker_log("p").pids() == [], "the daemon spawned workers before refusing to start"
 
 
-def pid_of(response):
-    return response["result"]["pid"]
-
-
 # -- 4.1.1 operating modes ----------------------------------------------------------
 @pytest.mark.modes("stdio")
 @pytest.mark.clause("SB-4.1.1-1", "SB-4.1.2-1", "SB-3.1-3")

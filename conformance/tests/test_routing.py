@@ -6,12 +6,7 @@ import json
 
 import pytest
 
-from stdio_bus_conformance import field
-
-
-def pid_of(response):
-    """The worker that answered: the mock puts its pid in every answer."""
-    return field(response, "result", "pid")
+from stdio_bus_conformance import field, pid_of
 
 
 @pytest.mark.clause("SB-6.2-1", "SB-6.2-2", "SB-6.3.1-1", "SB-6.3.1-2", "SB-4.1.2-2")

@@ -301,13 +301,17 @@ class Client:
         with self._cond:
             return self._eof
 
-    def expect_closed(self, timeout: float | None = None) -> list[bytes]:
+    def expect_closed(self, timeout: float | None = None, bound=None) -> list[bytes]:
         """Waits until the daemon closes this connection. Returns the lines
-        that were still unread. Raises DaemonTimeout if it stays open."""
+        that were still unread. Raises DaemonTimeout if it stays open.
+        bound, if given, runs on every look (holding the lock) and raises to
+        end the wait when the close can no longer come."""
         deadline = self._deadline(timeout)
         with self._cond:
             while not self._eof:
                 self._check(closing=True)
+                if bound is not None:
+                    bound()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise DaemonTimeout(f"{self.name}: the daemon did not close the connection within "
@@ -331,19 +335,12 @@ class Client:
                 self.send(chunk, timeout)
             except ConnectionClosed:
                 break
-        deadline = self._deadline(timeout)
-        with self._cond:
-            while not self._eof:
-                self._check(closing=True)
-                if any(probe.encode() in x and _answers(x, probe) for x in self._queue):
-                    raise AssertionError(f"{self.name}: the daemon kept the connection: it answered a "
-                                         f"request sent after the line it was to close it on")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise DaemonTimeout(f"{self.name}: the daemon did not close the connection within "
-                                        f"{self.timeout if timeout is None else timeout:g} s")
-                self._cond.wait(min(left, SLICE))
-        return self.expect_closed(0)
+
+        def bound():
+            if any(probe.encode() in x and _answers(x, probe) for x in self._queue):
+                raise AssertionError(f"{self.name}: the daemon kept the connection: it answered a "
+                                     f"request sent after the line it was to close it on")
+        return self.expect_closed(timeout, bound)
 
     def expect_silence(self, duration: float = 0.3) -> None:
         """Asserts that nothing arrives for `duration` seconds (keep it short;

@@ -1,0 +1,55 @@
+"""What the tests observe about a running daemon beyond its messages: which
+worker answered, the daemon's client sockets in /proc, and a worker being
+failed. Shared by the test files that used to carry their own copies."""
+
+from __future__ import annotations
+
+from ..common import procinfo
+from ..common.context import wait_timeout
+from ..common.waits import wait_until
+from .client import field
+
+
+def pid_of(response):
+    """The worker that answered: the mock puts its pid in every answer."""
+    return field(response, "result", "pid")
+
+
+def socket_links(pid: int) -> set[str]:
+    """The daemon's sockets: 'socket:[inode]' links in /proc/<pid>/fd."""
+    return {v for v in procinfo.fds(pid).values() if v.startswith("socket:")}
+
+
+def tracked_client(bus):
+    """A new socket client, served once, and the daemon's fd link for it
+    ('socket:[inode]' in /proc/<daemon>/fd), to watch the daemon close it."""
+    d = bus.daemon
+    before = socket_links(d.pid)
+    c = bus.client()
+    c.sync()
+    new = wait_until(lambda: (lambda s: s if len(s) == 1 else None)(socket_links(d.pid) - before),
+                     wait_timeout(), "exactly one new socket in the daemon's /proc/<pid>/fd")
+    return c, next(iter(new))
+
+
+def wait_link_closed(daemon, link: str, timeout: float | None = None) -> None:
+    wait_until(lambda: link not in set(procinfo.fds(daemon.pid).values()), timeout,
+               f"the daemon closing its fd for {link}")
+
+
+def wait_worker_failed(bus, c, pool: str, pid: int, marker: bytes) -> None:
+    """Waits for the daemon to fail worker `pid` of `pool` for a line it
+    wrote: an ERROR naming it (pid or pool), then its SIGTERM. Right after
+    that line the worker wrote a notification for its own session carrying
+    `marker`: once that reaches client c, the session outlived the line,
+    which a daemon that failed the worker had invalidated (SB-5.3-2), so the
+    failure can no longer come and the wait ends there."""
+    def bound():
+        if any(marker in x for x in c.received):
+            raise AssertionError(f"worker {pid} was not failed: its session still routed a notification "
+                                 f"it wrote after that line")
+    d = bus.daemon
+    wait_until(lambda: d.log_lines("ERROR", 0, (pid, pool)), wait_timeout(),
+               f"a daemon stderr line at level ERROR naming one of {[str(pid), pool]}", check=bound)
+    bus.worker_log(pool).wait_count(lambda r: r.kind == "signal" and r.pid == pid, 1, wait_timeout(),
+                                    f"'signal' (SIGTERM to the worker {pid} that wrote it)", check=bound)
