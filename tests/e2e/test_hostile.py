@@ -228,8 +228,9 @@ try:
             at_exit = total
 except OSError:  # EPIPE: the daemon closed the pipe
     pass
-with open(sys.argv[1], "w") as f:  # what was written after the worker's exit
+with open(sys.argv[1] + ".tmp", "w") as f:  # what was written after the worker's exit
     f.write(str(total - (total if at_exit is None else at_exit)))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])  # whole: the test reads it as soon as it exists
 """
 ORPHANS = 3
 
