@@ -85,7 +85,7 @@ def worker_context(pid=None, pool=None, index=None) -> list:
     if index is not None:
         positions = [index] if isinstance(index, int) else list(index)
         for n in sorted({int(i) + k for i in positions for k in (0, 1)}):
-            about.append(re.compile(r"(?i)\bworker(?:[ _-]?(?:id|no|number|index|idx))?\s*[=:#\[( ]?\s*#?%d\b"
+            about.append(re.compile(r"(?i)\bworker(?:[ _-]?(?:id|no|number|index|idx))?[\"']?\s*[=:#\[( ]?\s*#?%d\b"
                                     r"|\bw#?%d\b" % (n, n)))
     return about
 
@@ -95,7 +95,7 @@ def connection_context(fd=None, port=None, path=None) -> list:
     connection context"): the daemon's fd for it, its peer's TCP port or the
     socket path, or any connection, client, fd or peer number (a daemon may
     number its clients its own way), or stdin/stdio in stdio mode."""
-    about = [re.compile(r"(?i)\b(?:conn(?:ection)?|client|fd|peer|socket|sock)(?:[ _-]?(?:id|no|number|fd))?"
+    about = [re.compile(r"(?i)\b(?:conn(?:ection)?|client|fd|peer|socket|sock)(?:[ _-]?(?:id|no|number|fd))?[\"']?"
                         r"\s*[=:#\[( ]?\s*#?\d+\b"),
              re.compile(r"(?i)\bstd(?:in|io)\b")]
     if fd is not None:
