@@ -384,6 +384,26 @@ def test_requests_pending_on_an_exited_worker_are_discarded_with_a_warning_each(
     assert got == [], f"the client received something for requests its worker never answered: {got}"
 
 
+@pytest.mark.clause("SB-6.2-3", "SB-7.1.2-4")
+def test_response_for_a_request_of_an_exited_worker_matches_nothing(bus):
+    # Seed 6.2 associates each pending id with its worker, and 7.1.2 discards
+    # the requests pending on a worker that exits: whatever the lookup key,
+    # the id is no longer pending, so another worker's answer with it is
+    # discarded (6.3.1 "if not found").
+    bus.start({"limits": {"max_restarts": 0}}, instances=2)
+    c = bus.client()
+    pa, pb = pid_of(c.request(session="a")), pid_of(c.request(session="b"))
+    assert pa != pb, "two new sessions should start on two workers"
+    c.send_json({"jsonrpc": "2.0", "id": "x", "method": "hang", "sessionId": "a",
+                 "params": {"mock": {"no_reply": True}}})
+    bus.worker_log().wait_received(b'"id":"x"')
+    c.notify("test/exit", session="a", params={"mock": {"exit": 0}})
+    wait_until(lambda: procinfo.state(pa) is None, what=f"worker {pa} exited and reaped")
+    c.send_json({"jsonrpc": "2.0", "id": "y", "method": "fake", "sessionId": "b",
+                 "params": {"mock": {"reply_id": "x"}}})
+    assert c.sync(session="b") == [], "an answer matched a request whose worker had exited"
+
+
 @pytest.mark.requires("orphan_policy")
 @pytest.mark.clause("SB-X-8", "SB-I-8")
 def test_orphan_policy_error_answers_each_orphaned_request(bus):
