@@ -95,8 +95,11 @@ def connection_context(fd=None, port=None, path=None) -> list:
     connection context"): the daemon's fd for it, its peer's TCP port or the
     socket path, or any connection, client, fd or peer number (a daemon may
     number its clients its own way), or stdin/stdio in stdio mode."""
-    about = [re.compile(r"(?i)\b(?:conn(?:ection)?|client|fd|peer|socket|sock)(?:[ _-]?(?:id|no|number|fd))?[\"']?"
-                        r"\s*[=:#\[( ]?\s*#?\d+\b"),
+    # a line announcing a new connection (the harness's own probes make
+    # some) is never the one about this connection's event
+    about = [re.compile(r"(?i)^(?!.*\b(?:connected|accepted|new (?:client|connection))\b)"
+                        r"(?=.*\b(?:conn(?:ection)?|client|fd|peer|socket|sock)(?:[ _-]?(?:id|no|number|fd))?[\"']?"
+                        r"\s*[=:#\[( ]?\s*#?\d+\b)"),
              re.compile(r"(?i)\bstd(?:in|io)\b")]
     if fd is not None:
         about.append(re.compile(r"(?i)\bfd\s*[=:#\[( ]?\s*%d\b" % int(fd)))
