@@ -12,6 +12,13 @@ The harness imports it:
 
     from clauses_check import parse_spec
     clauses = parse_spec("SPEC.md")   # [{id, level, statement, check, notes, section}]
+    audit = parse_audit("SPEC.md")    # {id: {seed, forced, tests}} from "## Seed audit"
+
+The seed audit (a table under `## Seed audit` with the header
+`| ID | Seed | Forced | Tests check |`) must have one row per spec-tier
+clause (every ID but SB-I-n and SB-X-n, retired ones included), name only
+known spec-tier IDs, quote a seed sentence, and say Forced `yes`, `shared`,
+`moved` or `n/a`. A file without that section is not audited (WORKER_SPEC.md).
 
 Standard library only.
 """
@@ -20,11 +27,15 @@ import json
 import re
 import sys
 
-__all__ = ["LEVELS", "CHECKS", "HEADER", "SpecError", "parse_spec", "check_spec", "main"]
+__all__ = ["LEVELS", "CHECKS", "HEADER", "AUDIT_HEADER", "FORCED", "SpecError", "parse_spec", "parse_audit",
+           "check_spec", "main"]
 
 LEVELS = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "RETIRED")
 CHECKS = ("black-box", "inspection", "worker-side", "client-side")
 HEADER = ("ID", "Level", "Statement", "Check", "Notes")
+AUDIT_HEADER = ("ID", "Seed", "Forced", "Tests check")
+AUDIT_HEADING = "seed audit"
+FORCED = ("yes", "shared", "moved", "n/a")
 
 # Pseudo-sections that are not spec sections: their IDs use a letter.
 SPECIAL_SECTIONS = {"interpretations": "I", "extensions": "X"}
@@ -194,6 +205,94 @@ def _scan(path):
     return clauses, problems, interp_paras
 
 
+def _scan_audit(path):
+    """Returns (rows, problems, present): the rows of the `## Seed audit`
+    table as {id: {seed, forced, tests, _line}}, and whether the section
+    exists at all."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    rows, problems, present = {}, [], False
+    in_section = in_fence = False
+    state = None  # None, "header-seen", "rows"
+    for no, raw in enumerate(lines, 1):
+        stripped = raw.strip()
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        hm = _HEADING.match(raw)
+        if hm:
+            if len(hm.group(1)) <= 2:
+                in_section = len(hm.group(1)) == 2 and hm.group(2).strip().lower() == AUDIT_HEADING
+                present = present or in_section
+            state = None
+            continue
+        if not in_section:
+            continue
+        split = _split_row(raw)
+        if split is None:
+            state = None
+            continue
+        cells, closed = split
+        if state is None:
+            if tuple(cells) == AUDIT_HEADER:
+                state = "header-seen"
+            else:
+                problems.append("line %d: the seed audit table's header must be exactly '| %s |'"
+                                % (no, " | ".join(AUDIT_HEADER)))
+                state = "other"
+            continue
+        if state == "other":
+            continue
+        if state == "header-seen":
+            state = "rows"
+            if len(cells) == len(AUDIT_HEADER) and all(_DELIM_CELL.match(c) for c in cells):
+                continue
+            problems.append("line %d: the seed audit header must be followed by a |---| row" % no)
+        if not closed or len(cells) != len(AUDIT_HEADER):
+            problems.append("line %d: malformed seed audit row: %d cells, expected %d"
+                            % (no, len(cells), len(AUDIT_HEADER)))
+            continue
+        cid, seed, forced, tests = cells
+        if cid in rows:
+            problems.append("line %d: seed audit: duplicate row for %s (first at line %d)"
+                            % (no, cid, rows[cid]["_line"]))
+            continue
+        rows[cid] = {"seed": seed, "forced": forced, "tests": tests, "_line": no}
+    return rows, problems, present
+
+
+def _audit_problems(path, clauses):
+    rows, problems, present = _scan_audit(path)
+    if not present:
+        return problems
+    spec_tier = [c for c in clauses if c["section"] not in ("I", "X")]
+    known = {c["id"] for c in spec_tier}
+    for cid, row in rows.items():
+        if cid not in known:
+            problems.append("line %d: seed audit: %s is not a spec-tier clause of this file" % (row["_line"], cid))
+        if row["forced"] not in FORCED:
+            problems.append("line %d: seed audit: %s: Forced %r is not one of %s"
+                            % (row["_line"], cid, row["forced"], ", ".join(FORCED)))
+        if not row["seed"]:
+            problems.append("line %d: seed audit: %s quotes no seed sentence" % (row["_line"], cid))
+        if row["forced"] in ("shared", "moved") and not row["tests"]:
+            problems.append("line %d: seed audit: %s is %s but does not say what the tests check"
+                            % (row["_line"], cid, row["forced"]))
+    for c in spec_tier:
+        if c["id"] not in rows:
+            problems.append("seed audit: spec-tier clause %s has no row" % c["id"])
+    return problems
+
+
+def parse_audit(path):
+    """Returns the seed audit of SPEC.md: {id: {"seed", "forced", "tests"}}
+    ({} when the file has no `## Seed audit` section)."""
+    rows, _, _ = _scan_audit(path)
+    return {k: {f: v[f] for f in ("seed", "forced", "tests")} for k, v in rows.items()}
+
+
 def check_spec(path):
     """Parses SPEC.md. Returns (clauses, problems): clauses as parse_spec gives
     them, problems as a list of one-line messages (empty when the file is fine)."""
@@ -241,6 +340,8 @@ def check_spec(path):
             for ref in _REF.findall(line):
                 if ref not in known:
                     problems.append("line %d: reference to unknown clause %s" % (no, ref))
+
+    problems += _audit_problems(path, clauses)
 
     public = [{k: c[k] for k in ("id", "level", "statement", "check", "notes", "section")} for c in clauses]
     return public, problems

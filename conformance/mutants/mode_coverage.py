@@ -56,7 +56,7 @@ APPLIES = [
     ("SB-3.4-3", "socket", "one owner among several clients"),
     ("SB-3.4-5", "socket", "the owner leaves while the daemon runs on (stdio: SB-I-5)"),
     ("SB-7.2-*", "socket", "a client leaves while the daemon runs on (stdio: SB-I-5)"),
-    ("SB-8.2-1", "socket", "MAX_CONNECTIONS clients at once"),
+    ("SB-8.2-6", "socket", "MAX_CONNECTIONS clients at once"),
     ("SB-10.2-1", "socket", "the listening socket"),
     ("SB-I-4", "socket", "a session of another client"),
     ("SB-I-23", "socket", "a client that has left"),

@@ -95,7 +95,7 @@ def test_ids_a_double_cannot_tell_apart_are_kept_apart(bus):
         "the answer to id 9007199254740993, written back as a double, was taken for id 9007199254740992's"
 
 
-@pytest.mark.clause("SB-3.4-1", "SB-8.2-4", "SB-6.1.1-1")
+@pytest.mark.clause("SB-3.4-1", "SB-8.2-7", "SB-6.1.1-1")
 def test_sessionids_differing_only_in_their_256th_byte_are_two_sessions(bus):
     bus.start(instances=2)
     c = bus.client()

@@ -252,8 +252,9 @@ def test_configured_max_input_buffer_is_applied(bus):
     c.send(fits)
     assert bus.worker_log().wait_received(b'"method":"fits"').line == fits
     assert c.sync() == []
-    over = fits.replace(b'"fits"', b'"over"').replace(b'"}', b'x"}')
-    assert len(over) == limit + 1
+    # limit + 1 bytes and the newline: over the cap however the newline counts
+    over = fits.replace(b'"fits"', b'"over"').replace(b'"}', b'xx"}')
+    assert len(over) == limit + 2
     try:
         c.send(over)
     except ConnectionClosed:
@@ -262,7 +263,7 @@ def test_configured_max_input_buffer_is_applied(bus):
     assert not any(b'"over"' in line for line in bus.worker_log().received())
 
 
-@pytest.mark.clause("SB-8.1-1")
+@pytest.mark.clause("SB-8.1-7")
 @pytest.mark.parametrize("limits", [
     pytest.param(None, marks=pytest.mark.clause("SB-9.3-5"), id="limits-omitted"),
     pytest.param({"drain_timeout_sec": 2}, marks=pytest.mark.clause("SB-9.3-6"), id="field-omitted"),
@@ -280,7 +281,7 @@ def test_default_max_input_buffer_applies_when_not_configured(bus, limits):
     c.send(fits, timeout=10)
     assert c.sync(timeout=10) == []
     assert bus.worker_log().wait_received(b'"method":"fits"').line == fits
-    over = fits.replace(b'"fits"', b'"over"').replace(b'"}', b'x"}')
+    over = fits.replace(b'"fits"', b'"over"').replace(b'"}', b'xx"}')  # 1 MiB + 1 and the newline
     try:
         c.send(over, timeout=10)
     except ConnectionClosed:
@@ -292,14 +293,18 @@ def test_default_max_input_buffer_applies_when_not_configured(bus, limits):
 def assert_starts_settle_at(bus, pool_id, n, window=0.2):
     """Waits for n starts of the pool's (crash-looping) worker, then watches
     for `window` s, many times the configured backoff, that no further start
-    comes: proving that something does not happen needs a bounded look."""
+    comes but one: "stop restarting if max_restarts is exceeded" lets a
+    daemon that stops once the count has gone over restart once more. The
+    exact count is SB-I-10's. Proving that something does not happen needs
+    a bounded look."""
     log = bus.worker_log(pool_id)
     log.wait_count(lambda r: r.kind == "start", n, what=f"'start' of pool {pool_id}")
     deadline = time.monotonic() + window
     while time.monotonic() < deadline:
         starts = len(log.pids())
-        assert starts == n, f"{starts} starts of the crashing worker, expected {n}"
+        assert starts <= n + 1, f"{starts} starts of the crashing worker, expected {n}"
         time.sleep(0.01)  # bounded observation window, see the docstring
+    check("SB-I-10", len(log.pids()) == n, f"{len(log.pids())} starts of the crashing worker, expected exactly {n}")
     bus.client().sync()  # and the daemon still serves with the other pool
 
 

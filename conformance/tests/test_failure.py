@@ -12,6 +12,7 @@ delay the spec allows. Tests that need more than a few seconds (the spec's
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,8 +21,8 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import (DaemonTimeout, WorkerLog, check, checking, procinfo, wait_timeout,
-                                   wait_until)
+from stdio_bus_conformance import (DaemonTimeout, WorkerLog, check, checking, has_level, procinfo,
+                                   wait_timeout, wait_until, worker_context)
 from stdio_bus_conformance import pid_of, tracked_client, wait_link_closed, wait_worker_failed
 
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
@@ -131,6 +132,10 @@ def exit_via(client, session, status=0, signal_name=None):
     client.notify("test/exit", session=session, params={"mock": mock})
 
 
+# What a log line about discarded messages says, in any daemon's words.
+DISCARD_WORDS = re.compile(r"(?i)pending|request|discard|drop|orphan|lost|unknown|not found|no such|ignor")
+
+
 # =========================================================================================
 # 5.3 Malformed worker output
 # =========================================================================================
@@ -141,35 +146,56 @@ MALFORMED = {
 }
 
 
-@pytest.mark.clause("SB-5.3-1")
+@pytest.mark.clause("SB-5.3-1", "SB-I-34", "SB-5.3-3")
 @pytest.mark.parametrize("kind", list(MALFORMED))
 def test_malformed_worker_line_is_not_forwarded_and_is_logged(bus, kind):
-    d = bus.start(pools=[bus.pool("sick", 2)])
+    # The workers ignore SIGTERM and stay up at EOF: the one that wrote the
+    # line lives on until drain_timeout_sec (2 s), so no line about its exit
+    # can be taken for the error about its output.
+    d = bus.start(pools=[bus.pool("sick", 2, args=["--ignore-sigterm"] + STAY)])
     c = bus.client()
     (bad_sid, victim), (good_sid, _) = sessions_on_distinct_workers(c, 2)
+    since = d.stderr_mark()
     emit_via(c, bad_sid, MALFORMED[kind])
-    # "logs an error naming that worker": its pid or its pool
-    d.wait_log("ERROR", any_of=(victim, "sick"))
+    # seed 5.3 "Log an error with Worker context": a new line naming that
+    # worker in any form (pid, pool, integer id); the word ERROR is SB-I-34's.
+    # Once the daemon has sent SIGTERM (5.3's later step) the error is due;
+    # the wait stays well short of the worker's SIGKILL and exit.
+    with checking("SB-5.3-3"):
+        bus.worker_log("sick").wait_for(lambda r: r.kind == "signal" and r.pid == victim, wait_timeout(),
+                                        "SIGTERM to the worker that wrote the malformed line")
+    line = d.wait_logged(worker_context(victim, "sick", range(2)), since=since, timeout=1.0,
+                         what=f"naming the worker {victim} that wrote the malformed line")
+    check("SB-I-34", any(has_level(x, "ERROR") for x in d.logged_lines(worker_context(victim, "sick", range(2)),
+                                                                        since)),
+          f"the error about the malformed line carries no ERROR level word: {line!r}")
     c.sync(session=good_sid)  # everything routed before this has reached us
     leaked = [line for line in c.received if b"MALFORMED-7" in line]
     assert leaked == [], f"the daemon forwarded (part of) a malformed worker line: {leaked}"
 
 
-@pytest.mark.clause("SB-5.3-1", "SB-I-1", "SB-I-2", "SB-I-27")
+# A worker line that is valid JSON but has no routing fields the daemon can
+# extract: seed 5.3 ("malformed JSON") or 6.3.3 ("neither id with
+# result/error nor sessionId": warn and discard) may apply, and a method that
+# is not a string is no routing field at all for 6.3.2. Failing the worker
+# is our reading (SB-I-1, SB-I-2, SB-I-27), never judged on SB-5.3-1.
 @pytest.mark.parametrize("line", [
-    '[{"jsonrpc":"2.0","method":"MALFORMED-7","sessionId":"%s"}]\n',
-    '{"jsonrpc":"2.0","method":"MALFORMED-7","sessionId":5}\n',
-    '{"jsonrpc":"2.0","id":{"MALFORMED-7":1},"result":{},"sessionId":"%s"}\n',
-    '{"jsonrpc":"2.0","method":["MALFORMED-7"],"sessionId":"%s"}\n',
-], ids=["array", "session-number", "id-object", "method-array"])
+    pytest.param('[{"jsonrpc":"2.0","method":"MALFORMED-7","sessionId":"%s"}]\n',
+                 marks=pytest.mark.clause("SB-I-1", "SB-I-2", "SB-I-27"), id="array"),
+    pytest.param('{"jsonrpc":"2.0","method":"MALFORMED-7","sessionId":5}\n',
+                 marks=pytest.mark.clause("SB-I-2", "SB-I-1", "SB-I-27"), id="session-number"),
+    pytest.param('{"jsonrpc":"2.0","id":{"MALFORMED-7":1},"result":{},"sessionId":"%s"}\n',
+                 marks=pytest.mark.clause("SB-I-2", "SB-I-1", "SB-I-27"), id="id-object"),
+    pytest.param('{"jsonrpc":"2.0","method":["MALFORMED-7"],"sessionId":"%s"}\n',
+                 marks=pytest.mark.clause("SB-I-27", "SB-I-1", "SB-I-2"), id="method-array"),
+])
 def test_worker_line_without_extractable_routing_fields_fails_the_worker(bus, line):
-    bus.start(pools=[bus.pool("sick", 2, args=STAY)])
+    d = bus.start(pools=[bus.pool("sick", 2, args=STAY)])
     c = bus.client()
     (bad_sid, victim), (good_sid, _) = sessions_on_distinct_workers(c, 2)
+    since = d.stderr_mark()
     emit_via(c, bad_sid, line.replace("%s", bad_sid) + cross_note(bad_sid, "STILL-BOUND"))
-    # a method that is not a string is malformed only in our reading (SB-I-27, SHOULD)
-    with checking("SB-I-27" if '"method":[' in line else "SB-5.3-1"):
-        wait_worker_failed(bus, c, "sick", victim, b"STILL-BOUND")
+    wait_worker_failed(bus, c, "sick", victim, b"STILL-BOUND", since=since, index=range(2))
     c.sync(session=good_sid)
     assert not [x for x in c.received if b"MALFORMED-7" in x], "the malformed line was forwarded"
 
@@ -188,8 +214,9 @@ def test_malformed_output_invalidates_the_workers_sessions(bus):
     before = c.sync(session=good_sid)
     check("SB-I-31", any(b"BEFORE" in x for x in before),
           "precondition (SB-I-31): a notification for a live session from another worker was not delivered")
+    since = d.stderr_mark()
     emit_via(c, bad_sid, "this is not json\n")
-    d.wait_log("ERROR", any_of=(victim, "sick"))
+    d.wait_logged(worker_context(victim, "sick", 0), since=since)  # the daemon has seen it
     assert not gone(victim)
     # the session is gone: the same notification now finds no session
     emit_via(c, good_sid, cross_note(bad_sid, "AFTER"))
@@ -353,12 +380,36 @@ def test_requests_pending_on_an_exited_worker_are_discarded_with_a_warning_each(
         log.wait_received(i.encode())
     since = d.stderr_mark()
     exit_via(c, dead_sid, 0)
-    for i in ids:
-        d.wait_log("WARN", any_of=(i,), since=since)
+    # seed 7.1.2 "(log warnings)": a new line about the discarded requests
+    # (naming one, or saying pending/request/discard); no level word needed
+    d.wait_logged(ids + [DISCARD_WORDS], since=since, what="about the discarded pending requests")
+    with checking("SB-I-8"):  # one warning each, naming its request
+        for i in ids:
+            d.wait_log("WARN", any_of=(i,), since=since)
     wait_until(lambda: gone(dead), wait_timeout(), "the worker exited and reaped")
     c.sync(session=good_sid)
     got = [x for x in c.received if any(i.encode() in x for i in ids)]
     assert got == [], f"the client received something for requests its worker never answered: {got}"
+
+
+@pytest.mark.clause("SB-6.2-3", "SB-7.1.2-4")
+def test_response_for_a_request_of_an_exited_worker_matches_nothing(bus):
+    # Seed 6.2 associates each pending id with its worker, and 7.1.2 discards
+    # the requests pending on a worker that exits: whatever the lookup key,
+    # the id is no longer pending, so another worker's answer with it is
+    # discarded (6.3.1 "if not found").
+    bus.start({"limits": {"max_restarts": 0}}, instances=2)
+    c = bus.client()
+    pa, pb = pid_of(c.request(session="a")), pid_of(c.request(session="b"))
+    assert pa != pb, "two new sessions should start on two workers"
+    c.send_json({"jsonrpc": "2.0", "id": "x", "method": "hang", "sessionId": "a",
+                 "params": {"mock": {"no_reply": True}}})
+    bus.worker_log().wait_received(b'"id":"x"')
+    c.notify("test/exit", session="a", params={"mock": {"exit": 0}})
+    wait_until(lambda: procinfo.state(pa) is None, what=f"worker {pa} exited and reaped")
+    c.send_json({"jsonrpc": "2.0", "id": "y", "method": "fake", "sessionId": "b",
+                 "params": {"mock": {"reply_id": "x"}}})
+    assert c.sync(session="b") == [], "an answer matched a request whose worker had exited"
 
 
 @pytest.mark.requires("orphan_policy")
@@ -464,6 +515,47 @@ def test_restart_delays_double_up_to_the_cap(bus):
         f"delays do not grow exponentially: {gaps}"
 
 
+def restart_gaps(log, enough, most):
+    """Watches a worker that exits at once, restarted at the daemon's own
+    pace, and returns the delays (ms) from each exit to the next start, as
+    the mock's log shows them: at least 3, at most `most`, and no more once
+    `enough(gaps)` says the verdict is in. Each next start is awaited for
+    three times the last delay plus one wait (--wait-timeout)."""
+    gaps = []
+    while len(gaps) < most and not (len(gaps) >= 3 and enough(gaps)):
+        last = gaps[-1] / 1000 if gaps else 0
+        log.wait_count(lambda r: r.kind == "start", len(gaps) + 2, 3 * last + wait_timeout(),
+                       f"'start' (restart {len(gaps) + 1} of a worker that exits at once)")
+        exits = [r for r in log.records() if r.kind == "exit"]
+        nexts = starts(log)[1:]
+        gaps = [(n.t_ns - e.t_ns) / 1e6 for e, n in zip(exits, nexts)]
+    return gaps
+
+
+def grown(gaps):
+    """Delays that grow, by any factor above 1, beyond the noise of a
+    worker's own exit and start-up (which cancels in a difference): the last
+    exceeds the first by 40 ms and half the first."""
+    return gaps[-1] - gaps[0] > 40 + 0.5 * gaps[0]
+
+
+@ONE_MODE
+@pytest.mark.timeout(150)
+@pytest.mark.stands_on("restart-crash")
+@pytest.mark.clause("SB-7.1.3-2")
+def test_restart_delays_grow(bus):
+    # Seed 7.1.3 "exponential backoff for restart delays", with no base and
+    # no factor: judged on every daemon at its own pace (ours is given short
+    # delays through its extension, when the profile claims it). Five
+    # restarts are allowed, so every reading of max_restarts gives five gaps.
+    limits = {"max_restarts": 5, "restart_window_sec": 60}
+    if bus.use_if_claimed("restart_backoff"):
+        limits.update(restart_backoff_ms=20, restart_backoff_max_ms=10000)
+    bus.start({"limits": limits}, pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
+    gaps = restart_gaps(bus.worker_log("crashy"), grown, 5)
+    assert grown(gaps), f"restart delays (ms) do not grow: {[round(g) for g in gaps]}"
+
+
 @SLOW
 @ONE_MODE
 @pytest.mark.timeout(120)
@@ -494,10 +586,13 @@ def test_worker_stays_stopped_after_max_restarts(bus):
     log = bus.worker_log("crashy")
     log.wait_count(lambda r: r.kind == "exit", 4, wait_timeout(), "'exit' (four exits: three restarts)")
     with checking("SB-I-10"):  # the give-up is logged as an error
-        d.wait_log("ERROR", any_of=("crashy",))
-    with pytest.raises(DaemonTimeout):  # 25 restart delays: a fifth start would be here by now
-        log.wait_count(lambda r: r.kind == "start", 5, 0.5)
-    assert len(log.select("start")) == 4
+        d.wait_log("ERROR", any_of=worker_context(None, "crashy", 0))
+    # "stop restarting if max_restarts is exceeded": three restarts, or four
+    # for a daemon that stops once the count has gone over; then no more
+    with pytest.raises(DaemonTimeout):  # 25 restart delays: a sixth start would be here by now
+        log.wait_count(lambda r: r.kind == "start", 6, 0.5)
+    check("SB-I-10", len(log.select("start")) == 4,
+          f"{len(log.select('start')) - 1} restarts with max_restarts 3, expected exactly 3")
     c = bus.client()  # the daemon keeps serving with the others
     assert pid_of(c.request()) in bus.worker_log("ok").pids()
 
@@ -513,13 +608,21 @@ def test_max_restarts_zero_never_restarts(bus):
     pid = log.pids()[0]
     exit_via(c, sid, 0)
     wait_until(lambda: gone(pid), wait_timeout(), "the worker exited and reaped")
-    with checking("SB-I-10"):  # the give-up is logged as an error, naming the worker (pid) or pool
-        d.wait_log("ERROR", any_of=("once", str(pid)))
-    with pytest.raises(DaemonTimeout):  # longer than our default first restart delay (1 s)
-        log.wait_count(lambda r: r.kind == "start", 2, 1.5)
-    ok = bus.worker_log("ok").pids()
+    with checking("SB-I-10"):  # the give-up is logged as an error, naming the worker
+        d.wait_log("ERROR", any_of=worker_context(pid, "once", 0))
+    # the exited worker gets nothing (SB-7.1.2-1)
     for i in range(3):
-        assert pid_of(c.request(session=f"after{i}")) in ok
+        assert pid_of(c.request(session=f"after{i}")) != pid
+    # "stop restarting if max_restarts is exceeded": with 0, no restart, or
+    # one for a daemon that stops once the count has gone over (this worker
+    # then stays up); never more
+    with pytest.raises(DaemonTimeout):  # longer than our default first restart delay (1 s)
+        log.wait_count(lambda r: r.kind == "start", 3, 1.5)
+    with checking("SB-I-10"):  # exactly none
+        assert len(log.select("start")) == 1, "a worker was restarted with max_restarts 0"
+        ok = bus.worker_log("ok").pids()
+        for i in range(3):
+            assert pid_of(c.request(session=f"again{i}")) in ok
 
 
 @ONE_MODE
@@ -535,7 +638,7 @@ def test_restarts_outside_the_window_do_not_count(bus):
                          bus.pool("fast", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
     fast, slow = bus.worker_log("fast"), bus.worker_log("slow")
     fast.wait_count(lambda r: r.kind == "exit", 2, wait_timeout(), "'exit' (second crash of the fast one)")
-    d.wait_log("ERROR", any_of=("fast",))
+    d.wait_log("ERROR", any_of=worker_context(None, "fast", 1))
     slow.wait_count(lambda r: r.kind == "start", 3, 2 * 1.1 + wait_timeout(),
                     "'start' (a third start: restarts more than restart_window_sec apart)")
     assert len(fast.select("start")) == 2, "the worker crashing at once was restarted twice within 1 s"
@@ -557,7 +660,7 @@ def test_worker_that_closes_its_stdin_is_failed_and_restarted(bus):
     # it answers, then closes its stdin and keeps running
     assert c.request("close-stdin", session="s")["result"]["pid"] == first.pid
     c.notify("poke", session="s")  # a write to it fails with EPIPE, if nothing noticed before
-    d.wait_log("ERROR", any_of=(first.pid, "closer"))
+    d.wait_log("ERROR", any_of=worker_context(first.pid, "closer", 0))
     log.wait_for(lambda r: r.kind == "signal" and r.pid == first.pid, wait_timeout(), "SIGTERM to that worker")
     wait_until(lambda: [r for r in log.select("start") if r.pid != first.pid], restart_wait(),
                "the worker restarted")

@@ -156,6 +156,16 @@ class Bus:
             self._wait_workers()
         return d
 
+    def use_if_claimed(self, feature: str) -> bool:
+        """For a test judged on every daemon that only runs faster with one
+        of our extensions (restart delays it can shorten): true, and the
+        feature's configuration keys allowed, when the profile claims it;
+        false otherwise, and the test goes at the daemon's own pace."""
+        if feature in (self.profile.features or ()):
+            self.requires.add(feature)
+            return True
+        return False
+
     def _check_extension_keys(self, data: dict) -> None:
         """Our extensions' configuration keys only in tests that require the
         feature: a daemon without it must never be judged on them."""

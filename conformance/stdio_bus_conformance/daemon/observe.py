@@ -8,6 +8,7 @@ from ..common import procinfo
 from ..common.context import wait_timeout
 from ..common.waits import wait_until
 from .client import field
+from .process import worker_context
 
 
 def pid_of(response):
@@ -37,19 +38,23 @@ def wait_link_closed(daemon, link: str, timeout: float | None = None) -> None:
                f"the daemon closing its fd for {link}")
 
 
-def wait_worker_failed(bus, c, pool: str, pid: int, marker: bytes) -> None:
+def wait_worker_failed(bus, c, pool: str, pid: int, marker: bytes, since: int = 0, index=None) -> None:
     """Waits for the daemon to fail worker `pid` of `pool` for a line it
-    wrote: an ERROR naming it (pid or pool), then its SIGTERM. Right after
-    that line the worker wrote a notification for its own session carrying
-    `marker`: once that reaches client c, the session outlived the line,
-    which a daemon that failed the worker had invalidated (SB-5.3-2), so the
-    failure can no longer come and the wait ends there."""
+    wrote: a log line naming it (worker_context: its pid, pool or integer
+    id; no level word is required, that is SB-I-34's), then its SIGTERM.
+    Right after that line the worker wrote a notification for its own
+    session carrying `marker`: once that reaches client c, the session
+    outlived the line, which a daemon that failed the worker had invalidated
+    (SB-5.3-2), so the failure can no longer come and the wait ends there.
+    `since`: a stderr_mark() taken before the line was provoked; `index`:
+    the worker's position(s) over all pools (see worker_context)."""
     def bound():
         if any(marker in x for x in c.received):
             raise AssertionError(f"worker {pid} was not failed: its session still routed a notification "
                                  f"it wrote after that line")
     d = bus.daemon
-    wait_until(lambda: d.log_lines("ERROR", 0, (pid, pool)), wait_timeout(),
-               f"a daemon stderr line at level ERROR naming one of {[str(pid), pool]}", check=bound)
+    about = worker_context(pid, pool, index)
+    wait_until(lambda: d.logged_lines(about, since), wait_timeout(),
+               f"a daemon stderr line naming worker {pid} (pid, pool {pool!r} or its id)", check=bound)
     bus.worker_log(pool).wait_count(lambda r: r.kind == "signal" and r.pid == pid, 1, wait_timeout(),
                                     f"'signal' (SIGTERM to the worker {pid} that wrote it)", check=bound)
