@@ -70,10 +70,13 @@ def test_exited_worker_is_reaped_and_routed_around(bus):
 
 
 @pytest.mark.stands_on("burst")
-@pytest.mark.clause("SB-3.1-5")
+@pytest.mark.clause("SB-3.1-5", "SB-I-50")
 def test_one_thread_while_busy(bus):
     d = bus.start(instances=2)
-    clients = [bus.client()] if bus.mode == "stdio" else [bus.client() for _ in range(4)]
+    first = bus.client()
+    first.request(session="warm-up")  # a runtime starts its helper threads by now
+    alone = procinfo.thread_count(d.pid)
+    clients = [first] if bus.mode == "stdio" else [first] + [bus.client() for _ in range(7)]
     for n, c in enumerate(clients):
         for i in range(40):
             c.send_json({"jsonrpc": "2.0", "id": f"c{n}-{i}", "method": "echo",
@@ -84,7 +87,10 @@ def test_one_thread_while_busy(bus):
             c.recv_response(f"c{n}-{i}")
             if i % 8 == 0:
                 counts.append(procinfo.thread_count(d.pid))
-    assert set(counts) == {1}, f"thread counts while busy: {counts}"
+    # every reading of "a single thread": none per client or per peer (SB-3.1-5)
+    assert max(counts) <= alone, \
+        f"{len(clients)} busy clients: thread counts {counts}, {alone} with one client and no traffic"
+    check("SB-I-50", set(counts) | {alone} == {1}, f"thread counts while busy: {counts}")
 
 
 @pytest.mark.clause("SB-3.1-5")
@@ -431,7 +437,7 @@ def test_logs_never_reach_stdout_from_start_to_exit(bus):
     exit_worker(c, "s")
     c.send(b'{"jsonrpc":"2.0","method":"unfinished"')
     c.close()
-    assert d.wait_exit() == 0
+    d.wait_exit()  # its status after a partial last line is SB-I-5's and SB-I-25's
     c.expect_closed()
     assert len(d.stderr_lines()) > 5, "the daemon logged almost nothing: this test proves little"
     forwarded = set(bus.worker_log().sent())

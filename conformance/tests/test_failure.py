@@ -23,7 +23,7 @@ import pytest
 
 from stdio_bus_conformance import (DaemonTimeout, WorkerLog, check, checking, has_level, procinfo,
                                    wait_timeout, wait_until, worker_context)
-from stdio_bus_conformance import pid_of, tracked_client, wait_link_closed, wait_worker_failed
+from stdio_bus_conformance import pid_of, request_after_exit, tracked_client, wait_link_closed, wait_worker_failed
 
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
 # closes their stdin, and a mock that exits at EOF first never logs the signal.
@@ -322,7 +322,9 @@ def test_exited_worker_gets_no_message(bus, exit_kind):
     (dead_sid, dead), (_, alive) = sessions_on_distinct_workers(c, 2)
     exit_via(c, dead_sid, 3)
     wait_until(lambda: gone(dead), wait_timeout(), f"worker {dead} exited and reaped")
-    # every message is delivered to a worker that can answer it
+    # every message is delivered to a worker that can answer it, once the
+    # daemon has handled the exit (the first request may meet it unhandled)
+    assert pid_of(request_after_exit(c)) != dead
     for i in range(6):
         assert pid_of(c.request(timeout=2)) != dead
         assert pid_of(c.request(session=f"after-{i}", timeout=2)) != dead

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, check, procinfo, wait_timeout, wait_until
-from stdio_bus_conformance import pid_of
+from stdio_bus_conformance import pid_of, request_after_exit
 
 
 # -- local helpers -------------------------------------------------------------------
@@ -70,7 +70,8 @@ def test_no_zombie_whichever_way_a_worker_ends(bus):
         wait_reaped(home[s])
     assert procinfo.zombies(d.pid) == []
     assert procinfo.live_children(d.pid) == [home["s3"]]
-    assert pid_of(c.request()) == home["s3"]
+    check("SB-3.1-2", pid_of(request_after_exit(c)) == home["s3"],
+          "a request after three workers exited did not reach the one left")
 
 
 # -- file descriptors ---------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def test_workers_inherit_no_descriptor_of_the_daemon(bus):
 
 
 # -- threads and exit status -----------------------------------------------------------------------
-@pytest.mark.clause("SB-3.1-5")
+@pytest.mark.clause("SB-I-50")
 def test_one_thread_from_start_to_drain(bus):
     d = bus.start(pools=[bus.pool("p", 2, args=["--term-delay-ms", "300", "--on-eof", "stay"])])
     counts = [procinfo.thread_count(d.pid)]
@@ -163,7 +164,7 @@ def test_one_thread_from_start_to_drain(bus):
             counts.append(procinfo.thread_count(d.pid))
         except (FileNotFoundError, OSError):
             pass  # it exited meanwhile
-    assert d.wait_exit() == 0
+    d.wait_exit()  # its status is SB-10.2-6's
     assert set(counts) == {1}, f"thread counts: {counts}"
 
 

@@ -4,8 +4,11 @@ failed. Shared by the test files that used to carry their own copies."""
 
 from __future__ import annotations
 
+import time
+
 from ..common import procinfo
 from ..common.context import wait_timeout
+from ..common.errors import DaemonTimeout
 from ..common.waits import wait_until
 from .client import field
 from .process import worker_context
@@ -14,6 +17,22 @@ from .process import worker_context
 def pid_of(response):
     """The worker that answered: the mock puts its pid in every answer."""
     return field(response, "result", "pid")
+
+
+def request_after_exit(client, session=None, timeout: float | None = None):
+    """The answer to a request sent just after a worker was reaped. A daemon
+    may have reaped the child without having run its exit handling yet (a
+    runtime that reaps in one step and calls back in another): a request
+    routed to that worker meanwhile is discarded by 7.1.2, which every reading
+    allows. So each try waits briefly and the request is sent again until one
+    is answered; the caller judges which worker answered."""
+    deadline = time.monotonic() + (wait_timeout() if timeout is None else timeout)
+    while True:
+        try:
+            return client.request(session=session, timeout=0.5)
+        except DaemonTimeout:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def socket_links(pid: int) -> set[str]:
