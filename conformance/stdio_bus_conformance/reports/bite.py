@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KINDS = ("mutant", "fbus", "fake-daemon", "mock-worker", "fake-mcp-worker")
+MISSING_WHY = "not in the bite map (no break recorded, no no-bite reason)"
 STATUSES = ("proven", "partial", "unverified", "no-bite", "missing")
 
 
@@ -183,3 +184,50 @@ def lines(bites: dict, gate: bool) -> list[str]:
     if gate:
         out.append(f"  bite gate: {'FAILED, ' + str(s['missing']) + ' MUST clause(s) not in the map' if s['missing'] else 'ok'}")
     return out
+
+
+def attach(coverage, map_path, results_path) -> None:
+    """Judges a Coverage (coverage.py) by the bite map: every MUST/MUST NOT
+    black-box clause gets its bite status, coverage.bite the summary, and
+    the gate (when it applies) a failure for each clause not in the map."""
+    mandatory = [c for c in coverage.clauses if c.level in ("MUST", "MUST NOT") and c.check == "black-box"]
+    try:
+        bmap, problem = load(map_path), ""
+    except BiteMapError as exc:
+        bmap, problem = None, str(exc)
+    verification = load_verification(results_path)
+    when = None
+    try:
+        when = json.loads(Path(results_path).read_text(encoding="utf-8")).get("when")
+    except (OSError, ValueError):
+        pass
+    bites = compute([c.id for c in mandatory], bmap, verification)
+    for c in mandatory:
+        c.bite = bites[c.id].status
+    coverage.bite = to_json(bites, str(map_path), str(results_path) if verification else "", when)
+    if problem:
+        coverage.bite["error"] = problem
+    if coverage.complete and coverage.gated:
+        if problem:
+            coverage.gate_failures.append({"id": "bite map", "level": "MUST", "why": f"{MISSING_WHY}: {problem}"})
+        coverage.gate_failures += [{"id": c.id, "level": c.level,
+                                    "why": MISSING_WHY}
+                                   for c in mandatory if c.bite == "missing"]
+
+
+def json_lines(data: dict, gate: bool) -> list[str]:
+    """lines() from coverage.bite (to_json's output)."""
+    bites = {cid: ClauseBite(cid, v["status"], v["breaks"], v["verified"], v["no_bite"])
+             for cid, v in data["clauses"].items()}
+    out = lines(bites, gate)
+    src = data.get("verification") or "none found"
+    out.insert(1, f"  verification: {src}" + (f" ({data['verified_at']})" if data.get("verified_at") else ""))
+    if data.get("error"):
+        out.insert(1, f"  BITE MAP UNREADABLE: {data['error']}")
+    return out
+
+
+def split_gate(failures: list) -> tuple[list, list]:
+    """The coverage gate's failures: (without a test, not in the bite map)."""
+    unbitten = [g for g in failures if g["why"].startswith(MISSING_WHY)]
+    return [g for g in failures if g not in unbitten], unbitten
