@@ -302,6 +302,62 @@ def mandatory_clauses() -> dict:
     return out
 
 
+def inventory() -> dict:
+    """nodeid -> cited clauses, in order, of the daemon and the worker suites."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="sb-inventory-") as tmp:
+        for what, extra in (("tests", []), ("worker_tests", ["--worker-description",
+                                                             str(CONF / "profiles" / "worker_mock.toml"),
+                                                             "--worker", "/bin/cat"])):
+            dest = Path(tmp) / f"{what}.json"
+            env = dict(os.environ, SB_INVENTORY_OUT=str(dest),
+                       PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+            subprocess.run([PY, "-m", "pytest", "-p", "sb_inventory", "--collect-only", "-q", "-p",
+                            "no:cacheprovider", *extra, what], cwd=CONF, env=env, capture_output=True)
+            out.update(json.loads(dest.read_text()))
+    return out
+
+
+def why_unproven(cid: str, inv: dict) -> str:
+    citing = [n for n, ids in inv.items() if cid in ids]
+    first = [n for n in citing if n and inv[n][0] == cid]
+    fns = sorted({n.split("[")[0] for n in citing})
+    if not citing:
+        return "no test cites it"
+    named = [f for f in sorted({n.split("::")[0] for n in citing})
+             if any(f'{w}("{cid}"' in (CONF / f).read_text() for w in ("check", "checking"))]
+    if not first and named:
+        return (f"cited by {len(citing)} test(s), first in none; check()/checking() name it in "
+                f"{', '.join(named)}, but no recorded break fails those checks yet")
+    if not first:
+        return (f"cited by {len(citing)} test(s) ({', '.join(f.split('::')[-1] for f in fns[:3])}"
+                f"{', ...' if len(fns) > 3 else ''}) but first in none: their plain asserts are judged on "
+                "another clause and no check() names it, so no break can fail a test judged on it")
+    return (f"first clause of {len(first)} test(s) ({', '.join(sorted({f.split('[')[0].split('::')[-1] for f in first})[:3])}); "
+            "no recorded break fails them yet")
+
+
+def status(args) -> int:
+    """Every MUST black-box clause of both specs: its bite status, and why
+    each unproven one is."""
+    mandatory = mandatory_clauses()
+    bmap = bite.load(args.map)
+    vpath = Path(args.out_json) if args.out_json else Path(args.out) / "verify.json"
+    bites = bite.compute(list(mandatory), bmap, bite.load_verification(vpath))
+    inv = inventory()
+    print("\n".join(bite.lines(bites, gate=True)))
+    missing = [c for c, b in bites.items() if b.status in ("missing", "unverified")]
+    for c in missing:
+        print(f"  {c}: {why_unproven(c, inv)}")
+    if args.fill_no_bite:
+        have = bmap.clauses()
+        added = [bite.NoBite(c, why_unproven(c, inv)) for c, b in bites.items() if c not in have]
+        bmap.no_bite += added
+        Path(args.map).write_text(dump(bmap, mandatory))
+        print(f"{len(added)} no-bite entries added to {args.map}")
+    return 1 if any(b.status == "missing" for b in bites.values()) else 0
+
+
 def select(breaks, only):
     if not only:
         return breaks
@@ -320,10 +376,17 @@ def main() -> int:
     ap.add_argument("--parallel", type=int, default=2, help="suite runs at once (default 2)")
     ap.add_argument("--discover", action="store_true")
     ap.add_argument("--write-map", action="store_true", help="with --discover: add what was found to the map")
+    ap.add_argument("--status", action="store_true",
+                    help="print every MUST clause's bite status (both specs), and why each unproven one is")
+    ap.add_argument("--fill-no-bite", action="store_true",
+                    help="with --status: list each clause missing from the map as no-bite, with that reason")
     args = ap.parse_args()
     build = Path(args.build_dir).resolve()
     out = Path(args.out or build / "bite").resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.status:
+        args.out = str(out)
+        return status(args)
     if not (build / "mock_workers" / "mock_worker").exists():
         print(f"no mock_worker in {build}: build first")
         return 2
