@@ -184,12 +184,20 @@ class MutantBuilder:
 
 
 # -- judging ---------------------------------------------------------------------------------------
+PREFLIGHT = "preflight::"
+
+
 def judged_failures(data: dict) -> dict:
-    """clause -> [nodeid] of the tests that failed judged on it."""
+    """clause -> [nodeid] of the tests that failed judged on it; a preflight
+    item found broken (a root cause, reported once on its own clause, which
+    fails the run) counts as a test named preflight::<item>."""
     out: dict = {}
     for t in data.get("tests", []):
         if t["outcome"] == "fail" and t.get("clause"):
             out.setdefault(t["clause"], []).append(t["nodeid"])
+    for rc in data.get("root_causes") or []:
+        if rc.get("level") in ("MUST", "MUST NOT") and rc.get("binding", True):
+            out.setdefault(rc["clause"], []).append(PREFLIGHT + rc["item"])
     return out
 
 
@@ -203,7 +211,7 @@ def verify_one(runner, builder, key, entries, out_dir) -> dict:
     except (RuntimeError, OSError) as exc:
         row.update(harness=f"cannot apply: {exc}", missed=row["clauses"])
         return row
-    tests = list(dict.fromkeys(t for e in entries for t in e.tests))
+    tests = list(dict.fromkeys(t for e in entries for t in e.tests if not t.startswith(PREFLIGHT)))
     sel = [a for t in tests for a in ("--only", t)]
     data, tail = runner.run(kind, name, binary, sel, out_dir / f"{kind}-{name}")
     row["seconds"] = round(time.monotonic() - t0, 1)
@@ -251,7 +259,9 @@ def discover_one(runner, builder, kind, name, out_dir, mandatory) -> dict:
     if data is None:
         row["harness"] = f"no results: {tail}"
         return row
-    row["failed"] = {c: sorted(n) for c, n in judged_failures(data).items()}
+    ran = [t["nodeid"] for t in data.get("tests", [])]
+    row["failed"] = {c: sorted(n) + ([ran[0]] if ran and all(x.startswith(PREFLIGHT) for x in n) else [])
+                     for c, n in judged_failures(data).items()}
     row["must"] = sorted(c for c in row["failed"] if c in mandatory)
     return row
 
@@ -476,7 +486,11 @@ def discover(args, runner, builder, out) -> int:
 
 
 def _pick(nodeids: list) -> list:
-    """Two tests, of different functions or modes where there are."""
+    """Two tests, of different functions or modes where there are; a
+    preflight item with the test that makes the run."""
+    if any(n.startswith(PREFLIGHT) for n in nodeids):
+        return [n for n in nodeids if n.startswith(PREFLIGHT)][:1] + \
+            [n for n in nodeids if not n.startswith(PREFLIGHT)][:1]
     seen, out = set(), []
     for n in nodeids:
         fn = n.split("[")[0]
