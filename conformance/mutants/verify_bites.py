@@ -384,6 +384,8 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=[], help="KIND:NAME or NAME globs")
     ap.add_argument("--fast", action="store_true", help="only the entries marked fast = true")
     ap.add_argument("--parallel", type=int, default=2, help="suite runs at once (default 2)")
+    ap.add_argument("--control", action="store_true",
+                    help="also run the mutant entries' tests against the unmodified daemon: they must pass")
     ap.add_argument("--discover", action="store_true")
     ap.add_argument("--write-map", action="store_true", help="with --discover: add what was found to the map")
     ap.add_argument("--status", action="store_true",
@@ -443,6 +445,17 @@ def verify(args, runner, builder, out, t0) -> int:
               f"{'; missed ' + ' '.join(row['missed']) if row['missed'] else ''}{also}"
               f"{'; ' + row['harness'] if row['harness'] else ''} ({row['seconds']} s)", flush=True)
     rows.sort(key=lambda r: (r["kind"] != "mutant", r["kind"], r["name"]))
+    control = None
+    if args.control:  # the unmodified daemon passes every test the mutants' entries name
+        tests = sorted({t for k in keys if k.startswith("mutant:") for e in groups[k] for t in e.tests
+                        if not t.startswith(PREFLIGHT)})
+        data, tail = runner.run("mutant", "control", runner.build / "stdio_bus",
+                                [a for t in tests for a in ("--only", t)], out / "control")
+        bad = [t["nodeid"] for t in (data or {}).get("tests", []) if t["outcome"] != "pass"]
+        control = {"ran": len((data or {}).get("tests", [])), "not_passed": bad}
+        print(f"control: our daemon, {control['ran']} tests of the mutant entries: "
+              f"{'all pass' if data and not bad else 'NOT PASSED: ' + ' '.join(bad[:5]) + tail[-300:]}")
+        worst = max(worst, 0 if data and not bad else 1)
     wall = round(time.monotonic() - t0, 1)
     target = Path(args.out_json) if args.out_json else out / ("verify-fast.json" if args.fast else "verify.json")
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -450,7 +463,7 @@ def verify(args, runner, builder, out, t0) -> int:
     target.write_text(json.dumps({
         "when": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "commit": commit,
         "map": str(Path(args.map).resolve()), "subset": "fast" if args.fast else ("only" if args.only else "all"),
-        "seconds": wall, "breaks": rows}, indent=2) + "\n")
+        "seconds": wall, "control": control, "breaks": rows}, indent=2) + "\n")
     bit = {c for r in rows for c in r["bit"]}
     wanted = {e.clause for k in keys for e in groups[k]}
     print(f"{len(bit)} of {len(wanted)} clauses bitten by their recorded breaks; {len(rows)} breaks "

