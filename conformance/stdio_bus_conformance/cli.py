@@ -27,6 +27,18 @@ from .repeat import MAX_REPEAT
 HERE = str(SUITE_DIR)
 
 
+def default_bite_map():
+    return SUITE_DIR / "bite_map.toml"
+
+
+def default_bite_results():
+    """The last whole verification of the bite map, else the last fast one
+    (verify_bites.py writes them in the source tree's build/bite/)."""
+    d = SUITE_DIR.parent / "build" / "bite"
+    whole = d / "verify.json"
+    return whole if whole.exists() or not (d / "verify-fast.json").exists() else d / "verify-fast.json"
+
+
 def _import_pytest():
     import importlib.util
     try:
@@ -93,6 +105,13 @@ def parse_args(argv):
                    help="only list clause coverage; exit 2 if a MUST clause has no test")
     p.add_argument("--no-coverage-gate", action="store_true",
                    help="list untested MUST clauses without failing the run")
+    p.add_argument("--bite", nargs="?", const="", default=None, metavar="MAP",
+                   help="judge the coverage by the bite map too (default map: bite_map.toml of the suite): "
+                        "which MUST clauses are proven to fail on a break; the gate fails a clause "
+                        "not in the map (see README, Bite map)")
+    p.add_argument("--bite-results", metavar="FILE",
+                   help="verify_bites.py's results (default: build/bite/verify.json of the source tree, "
+                        "else verify-fast.json there)")
     p.add_argument("--no-preflight", action="store_true",
                    help="skip the preflight (systemic checks before the tests; see README)")
     w = p.add_argument_group("worker mode", "judge a worker against WORKER_SPEC.md instead of a daemon")
@@ -219,6 +238,10 @@ def pytest_args(opts, extra) -> list[str]:
         a.append("--no-coverage-gate")
     if opts.no_preflight:
         a.append("--no-preflight")
+    if opts.bite is not None:
+        a += ["--bite-map", os.path.abspath(opts.bite) if opts.bite else str(default_bite_map())]
+        a += ["--bite-results", os.path.abspath(opts.bite_results) if opts.bite_results
+              else str(default_bite_results())]
     if opts.strict:
         a.append("--strict-should")  # pytest's own --strict is another option
     if opts.coverage:

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from ..reports import baseline as bl
+from ..reports import bite
 from ..reports import render as reports
 from ..reports.coverage import compute as compute_coverage
 from ..common.errors import HarnessError
@@ -44,6 +45,8 @@ class Finish:
             coverage = compute_coverage(self.registry, self.inventory, self.results,
                                         complete=self.inventory_complete, gate=self.gate_enabled,
                                         preflight=self.preflight, expected_items=expected_items)
+            if self.config.getoption("bite_map"):
+                bite.attach(coverage, self.config.getoption("bite_map"), self.config.getoption("bite_results") or "")
         blocked = sum(1 for r in self.results.values() if r.outcome == "blocked"
                       and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items))
         base = bl.report(self.baseline, self.results, set(self.inventory) if self.inventory_complete else None,

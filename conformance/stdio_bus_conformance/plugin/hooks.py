@@ -53,6 +53,8 @@ def pytest_addoption(parser):
     g.addoption("--no-preflight", action="store_true",
                 help="skip the preflight (systemic checks; tests standing on a broken one are blocked)")
     g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
+    g.addoption("--bite-map", metavar="FILE", help="the bite map: judge which MUST clauses are proven to bite")
+    g.addoption("--bite-results", metavar="FILE", help="verify_bites.py's results for --bite-map")
     g.addoption("--coverage-only", action="store_true", help="with --collect-only: print coverage, gate it")
     parser.addini("stdio_bus_conformance", type="bool", default=False,
                   help="this pytest run is a stdio Bus conformance run (the suite's pytest.ini says so)")

@@ -43,6 +43,7 @@ class ClauseCoverage:
     partial: bool = False  # judged, but some of its tests were not (a mode or feature dropped...)
     failing_tests: list = field(default_factory=list)   # tests whose failure it judges
     message: str = ""     # the first of their messages
+    bite: str = ""        # with a bite map: proven, partial, unverified, no-bite or missing (bite.py)
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Coverage:
     gate_failures: list  # [{"id", "level", "why"}]
     complete: bool     # False when the inventory is partial (gate not applied)
     gated: bool = True  # False with --no-coverage-gate
+    bite: dict | None = None  # with a bite map: bite.to_json() (which MUST clauses are proven to bite)
 
 
 def _section_key(s: str):

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from .coverage import JUDGED as JUDGED_CLAUSE
+from . import bite
 from .coverage import Coverage, reason_category
 from ..spec.judge import tier
 from .outcomes import OUTCOMES, Verdict, summary_line
@@ -225,8 +226,11 @@ def results_json(s: RunSummary) -> dict:
             "clauses": [{"id": c.id, "level": c.level, "tier": c.tier, "section": c.section, "check": c.check,
                          "status": c.status, "tests": c.tests, "outcome": c.outcome,
                          "reason": c.reason, "partial": c.partial, "failing_tests": c.failing_tests,
-                         "notes": c.notes} for c in s.coverage.clauses],
+                         "notes": c.notes, **({"bite": c.bite} if c.bite else {})}
+                        for c in s.coverage.clauses],
         }
+        if s.coverage.bite is not None:
+            cov["bite"] = s.coverage.bite
     return {
         "schema_version": SCHEMA_VERSION,
         **s.meta,
@@ -517,9 +521,28 @@ def report_md(s: RunSummary) -> str:
     elif not cov.complete:
         out += ["", "Partial collection (explicit test files or ids): the coverage gate was not applied."]
     elif cov.gate_failures:
-        out += ["", f"**Coverage gate failed**: {len(cov.gate_failures)} MUST clause(s) without a test:"]
-        out += [f"- {g['id']} ({g['level']}): {g['why']}" for g in cov.gate_failures]
+        untested, unbitten = bite.split_gate(cov.gate_failures)
+        if untested:
+            out += ["", f"**Coverage gate failed**: {len(untested)} MUST clause(s) without a test:"]
+            out += [f"- {g['id']} ({g['level']}): {g['why']}" for g in untested]
+        if unbitten:
+            out += ["", f"**Bite gate failed**: {len(unbitten)} MUST clause(s) not in the bite map:"]
+            out += [f"- {g['id']} ({g['level']}): {g['why']}" for g in unbitten]
     out.append("")
+    if cov.bite is not None:
+        b = cov.bite["summary"]
+        out += ["## Bite map", "",
+                f"{b['proven']} of {b['total']} MUST clauses proven to fail on a recorded break "
+                f"({b['partial']} partly, {b['unverified']} recorded but not verified, {b['no-bite']} no-bite, "
+                f"{b['missing']} missing); map `{cov.bite['map']}`, verification "
+                f"`{cov.bite['verification'] or 'none'}`" + (f" of {cov.bite['verified_at']}" if cov.bite.get("verified_at") else "") + ".", ""]
+        rows = [(cid, v) for cid, v in cov.bite["clauses"].items() if v["status"] != "proven"]
+        if rows:
+            out += ["| Clause | Bite | Breaks recorded | Why not proven |", "|---|---|---|---|"]
+            out += [f"| {cid} | {v['status']} | {', '.join(v['breaks']) or '-'} | "
+                    f"{_md('; '.join(((n['half'] + ': ') if n['half'] else '') + n['reason'] for n in v['no_bite']))} |"
+                    for cid, v in rows]
+            out.append("")
     by_top: dict[str, list] = {}
     for c in cov.clauses:
         by_top.setdefault(c.section.split(".", 1)[0], []).append(c)
@@ -534,7 +557,9 @@ def report_md(s: RunSummary) -> str:
             unjudged = len(tested) - len(ran)
             out.append(f"- {label} pass rate: {_rate(len(ok), len(ran))}"
                        + (f", {unjudged} not judged" if unjudged else ""))
-        out += ["", "| Clause | Level | Tests | Outcome |", "|---|---|---|---|"]
+        with_bite = cov.bite is not None
+        out += ["", "| Clause | Level | Tests | Outcome |" + (" Bite |" if with_bite else ""),
+                "|---|---|---|---|" + ("---|" if with_bite else "")]
         for c in clauses:
             tests = c.status if not c.tests else f"{len(c.tests)}"
             outcome = c.outcome if c.tests else (f"excluded: {_md(c.notes)}" if c.status == "excluded" else "untested")
@@ -542,7 +567,7 @@ def report_md(s: RunSummary) -> str:
                 outcome = f"not judged: {_md(c.reason)}"
             elif c.partial:
                 outcome += f" (not judged in some tests: {_md(c.reason)})"
-            out.append(f"| {c.id} | {c.level} | {tests} | {outcome} |")
+            out.append(f"| {c.id} | {c.level} | {tests} | {outcome} |" + (f" {c.bite or '-'} |" if with_bite else ""))
         out.append("")
     return "\n".join(out) + "\n"
 
@@ -577,8 +602,15 @@ def coverage_lines(cov: Coverage | None) -> list[str]:
     elif not cov.complete:
         lines.append("  coverage gate: not applied (partial collection)")
     elif cov.gate_failures:
-        lines.append(f"  COVERAGE GATE FAILED: {len(cov.gate_failures)} MUST clause(s) without a test:")
-        lines += [f"    {g['id']} ({g['level']}): {g['why']}" for g in cov.gate_failures]
+        untested, unbitten = bite.split_gate(cov.gate_failures)
+        if untested:
+            lines.append(f"  COVERAGE GATE FAILED: {len(untested)} MUST clause(s) without a test:")
+            lines += [f"    {g['id']} ({g['level']}): {g['why']}" for g in untested]
+        if unbitten:
+            lines.append(f"  BITE GATE FAILED: {len(unbitten)} MUST clause(s) not in the bite map:")
+            lines += [f"    {g['id']} ({g['level']}): {g['why']}" for g in unbitten]
     else:
         lines.append("  coverage gate: ok")
+    if cov.bite is not None:
+        lines += bite.json_lines(cov.bite, gate=False)
     return lines
