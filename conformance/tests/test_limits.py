@@ -759,34 +759,51 @@ def fill_pending(c, log, n):
                    f"requests received by the worker ({n} sent)")
 
 
-def answer_all(c, ids, expect):
+def answer_all(c, ids, expect, via=None):
     """Makes the one worker answer every id in ids (in order); returns the
     ids of the responses the client got: `expect` of them, then whatever came
-    before a sentinel sent once the table had room again."""
+    before a sentinel sent once the table had room again. `via`: the client
+    that asks the worker to answer (default c itself)."""
     emit = "".join(json.dumps({"jsonrpc": "2.0", "id": i, "result": "late"}) + "\n" for i in ids)
-    c.notify("test/answer", params={"mock": {"emit": emit}})
+    (via or c).notify("test/answer", params={"mock": {"emit": emit}})
     got = [c.recv_line(timeout=10) for _ in range(expect)]
     return answered_ids(got + c.sync())
 
 
+@pytest.mark.modes("unix", "tcp")  # a second client asks for the answers (see below)
 @pytest.mark.stands_on("burst")
 @pytest.mark.stands_on("slow-reader")  # 4096 answers at once
 @pytest.mark.clause("SB-8.2-3")
 def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
+    # 8.2 gives the limit and no handling rule: a daemon may drop the 4097th
+    # request (SB-I-18) or hold it, and the client's later input with it, until
+    # the table has room. Both readings answer the 4096 and never have a 4097th
+    # pending: the worker does not get it while the 4096 are unanswered. A
+    # second client triggers the answers, as the first one may be held.
     bus.start(instances=1)
-    c = bus.client()
+    c, trigger = bus.client(), bus.client()
     log = bus.worker_log()
     fill_pending(c, log, MAX_PENDING)
     c.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
                  "params": {"mock": {"no_reply": True}}})
+    c.notify("test/after-over")  # not a request: no table keeps it out
+    try:  # a daemon that holds c's input keeps this back too: then 1 s is lost, no more
+        log.wait_received(b'"test/after-over"', timeout=1.0)
+    except DaemonTimeout:
+        pass
     ids = [f"pend-{i}" for i in range(MAX_PENDING)] + ["pend-over"]
     try:
-        got = answer_all(c, ids, MAX_PENDING)
+        got = answer_all(c, ids, MAX_PENDING, via=trigger)
     except ConnectionClosed:
         pytest.fail("the daemon closed the client instead of tracking its 4096 requests")
     missing = set(ids[:-1]) - got
     assert not missing, f"{len(missing)} of {MAX_PENDING} pending requests lost their response"
-    assert "pend-over" not in got, "a 4097th pending request was tracked"
+    order = [r.raw for r in log.records() if r.kind == "in"]
+    at = lambda needle: next((i for i, raw in enumerate(order) if needle in raw), len(order))
+    # (a held pend-over, let through as the first answers free the table, may
+    # then meet the answer emitted for it: both readings allow that)
+    assert at(b'"pend-over"') > at(b'"test/answer"'), \
+        "a 4097th request reached the worker while 4096 were pending"
 
 
 @pytest.mark.stands_on("burst")
