@@ -187,8 +187,9 @@ test('routing: responses go back to the right client even with equal ids', async
   await bus.ready();
   const cs = [];
   for (let i = 0; i < 5; i++) cs.push(await bus.connect());
-  // Equal ids sent to the same worker are matched FIFO (READINGS §5), so the
-  // worker here answers in arrival order (constant delay).
+  // Equal ids from different clients are never pending on one worker at once
+  // (the later one goes to the other worker, or waits); a client's own equal
+  // ids are matched FIFO (READINGS §5).
   for (let r = 0; r < 10; r++) cs.forEach((c, i) => c.send({ id: r, method: 'slow', params: { ms: 30, who: i } }));
   for (const c of cs) await c.waitLines(10);
   await sleep(100);
@@ -198,6 +199,102 @@ test('routing: responses go back to the right client even with equal ids', async
     assert.deepStrictEqual(c.msgs().map((m) => m.id).sort((x, y) => x - y), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
   });
   cs.forEach((c) => c.close());
+  await bus.stop();
+});
+// Equal ids from different clients on one worker (6.3.1): a response carries
+// only its id, so the second request is held until the first is answered.
+async function sameIdTwoClients(first, second) {
+  const bus = startBus({ pools: [pool('a', 1)] }, 'unix');
+  await bus.ready();
+  const a = await bus.connect();
+  const b = await bus.connect();
+  a.send(Object.assign({ method: 'slow', params: { ms: 300, who: 'A' } }, first));
+  await bus.waitLog(/message routed to worker client=1 /);
+  b.send(Object.assign({ method: 'echo', params: { who: 'B' } }, second));
+  await bus.waitLog(/INFO  request held: its id is pending from another client client=2 /);
+  await a.waitLines(1);
+  await b.waitLines(1);
+  await sleep(300);
+  assert.deepStrictEqual(a.msgs().map((m) => [m.id, m.result.params.who]), [[first.id, 'A']]);
+  assert.deepStrictEqual(b.msgs().map((m) => [m.id, m.result.params.who]), [[second.id, 'B']]);
+  assert.strictEqual(bus.countLog(/WARN/), 0);
+  a.close(); b.close();
+  await bus.stop();
+}
+test('routing: same id from two clients on one worker, answered out of order', async () => {
+  await sameIdTwoClients({ id: 1 }, { id: 1 });
+});
+test('routing: same string id from two clients; same id in two sessions on one worker', async () => {
+  await sameIdTwoClients({ id: '1' }, { id: '1' });
+  await sameIdTwoClients({ id: 1, sessionId: 'sa' }, { id: 1, sessionId: 'sb' });
+});
+for (const n of [2, 3]) {
+  test(`routing: same id pending on all ${n} workers, one more client waits for a free one`, async () => {
+    const bus = startBus({ pools: [pool('a', n)] }, 'unix', { workers: n });
+    await bus.ready();
+    const cs = [];
+    for (let i = 0; i <= n; i++) cs.push(await bus.connect());
+    for (let i = 0; i < n; i++) {
+      cs[i].send({ id: 7, method: 'slow', params: { ms: 300 + 100 * i, who: i } });
+      await bus.waitLog(new RegExp(`message routed to worker client=${i + 1} worker=${i} id=7`));
+    }
+    cs[n].send({ id: 7, method: 'echo', params: { who: n } });
+    await bus.waitLog(/request held: its id is pending from another client .*worker=all/);
+    for (const c of cs) await c.waitLines(1);
+    await sleep(200 + 100 * n);
+    cs.forEach((c, i) => assert.deepStrictEqual(c.msgs().map((m) => [m.id, m.result.params.who]), [[7, i]]));
+    assert.match(bus.stderr, new RegExp(`message routed to worker client=${n + 1} worker=0 id=7`));
+    cs.forEach((c) => c.close());
+    await bus.stop();
+  });
+}
+test('routing: a departed client\'s late answer never reaches a newcomer with the same id', async () => {
+  const bus = startBus({ pools: [pool('a', 1)] }, 'unix');
+  await bus.ready();
+  // (1) closed by the daemon (malformed line) while id 5 is pending: its
+  //     entry stays until the late answer, which is discarded;
+  // (2) gone with a plain close while id 5 is pending (an end of input: the
+  //     daemon keeps it until its answer, READINGS §4).
+  // The newcomer's answer comes later than the departed one's would.
+  for (const how of ['malformed', 'close']) {
+    const a = await bus.connect();
+    a.send({ id: 5, method: 'slow', params: { ms: 400, who: 'departed' } });
+    if (how === 'malformed') {
+      a.send('{bad');
+      await a.waitClosed();
+    } else {
+      await sleep(50);
+      a.close();
+    }
+    const n = await bus.connect();
+    n.send({ id: 5, method: 'slow', params: { ms: 600, who: 'newcomer' } });
+    await n.waitLines(1, 5000);
+    await sleep(200);
+    assert.deepStrictEqual(n.msgs().map((m) => [m.id, m.result.params.who]), [[5, 'newcomer']], how);
+    n.close();
+  }
+  assert.strictEqual(bus.countLog(/WARN  response for a disconnected client discarded .*id=5/), 1);
+  await bus.stop();
+});
+test('routing: a held client that leaves is cleaned up; the next one is served', async () => {
+  const bus = startBus({ pools: [pool('a', 1)] }, 'unix');
+  await bus.ready();
+  const a = await bus.connect();
+  const b = await bus.connect();
+  a.send({ id: 1, method: 'slow', params: { ms: 400, who: 'A' } });
+  await bus.waitLog(/message routed to worker client=1 /);
+  b.send({ id: 1, method: 'echo', params: { who: 'B' } });
+  await bus.waitLog(/request held: .* client=2 /);
+  b.close();
+  await a.waitLines(1);
+  await bus.waitLog(/client disconnected client=2 /);
+  const c = await bus.connect();
+  c.send({ id: 1, method: 'echo', params: { who: 'C' } });
+  await c.waitLines(1);
+  await sleep(200);
+  assert.deepStrictEqual(a.msgs().map((m) => m.result.params.who), ['A']);
+  assert.deepStrictEqual(c.msgs().map((m) => m.result.params.who), ['C']);
+  a.close(); c.close();
   await bus.stop();
 });
 test('routing: ids compared by type+value; unknown response id discarded with WARN', async () => {

@@ -3,6 +3,7 @@ no warnings "recursion";
 # Test worker for plbus: speaks NDJSON on stdin/stdout; behaviour by method.
 use strict; use warnings;
 use JSON::PP;
+use POSIX ();
 $| = 1;
 my $J = JSON::PP->new->utf8->canonical->max_depth(100000);
 my %opt = map { $_ => 1 } @ARGV;
@@ -31,6 +32,11 @@ while (my $line = <STDIN>) {
     elsif ($method eq 'exit0') { exit 0 }
     elsif ($method eq 'garbage') { print "{not json at all\n" }
     elsif ($method eq 'nonobject') { print "[1,2,3]\n"; $reply->({ok => 1}) }
+    elsif ($method eq 'later') {    # answer after params.ms without blocking the next requests
+        $SIG{CHLD} = 'IGNORE';
+        my $pid = fork;
+        if (defined $pid && !$pid) { select(undef, undef, undef, ($p->{ms} // 100) / 1000); $reply->({pid => getppid(), params => $m->{params}, sid => $sid}); POSIX::_exit(0) }
+    }
     elsif ($method eq 'sleep') { select(undef, undef, undef, ($p->{ms} // 100) / 1000); $reply->({slept => $p->{ms}, pid => $$}) }
     elsif ($method eq 'big') { $reply->({data => ('x' x ($p->{size} // 1000))}) }
     elsif ($method eq 'wrongid') { print $J->encode({jsonrpc => '2.0', id => 'no-such-id', result => 1}), "\n"; $reply->({pid => $$}) }
