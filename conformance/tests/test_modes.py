@@ -46,6 +46,19 @@ def _tcp_addr(hexaddr):
     return socket.inet_ntop(fam, raw), int(port, 16)
 
 
+def tcp_sockets(pid):
+    """The inodes of the TCP sockets pid holds, in any state."""
+    inodes, out = _socket_inodes(pid), set()
+    for fam in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{fam}") as f:
+                lines = f.readlines()[1:]
+        except FileNotFoundError:
+            continue
+        out |= {int(line.split()[9]) for line in lines if int(line.split()[9]) in inodes}
+    return out
+
+
 def listening_sockets(pid):
     """[(family, address)] of the sockets pid holds in the listening state:
     ("unix", path) or ("tcp", (host, port)) / ("tcp6", (host, port))."""
@@ -156,8 +169,9 @@ def test_stdio_mode_serves_one_client_on_stdin_and_stdout(bus):
     for i in range(4):
         assert c.request(session=f"s{i % 2}")["result"]["method"] == "echo"
     assert listening_sockets(d.pid) == [], "stdio mode holds a listening socket: it accepts other clients"
-    # nothing but the stdio client: no socket connection of any kind
-    assert _socket_inodes(d.pid) == set(), "stdio mode holds sockets besides its stdin/stdout"
+    # nothing but the stdio client: no TCP connection either. Unix socket pairs are the
+    # daemon's own business (a self-pipe, its workers' channels: SB-3.3-1 judges those)
+    assert tcp_sockets(d.pid) == set(), "stdio mode holds TCP sockets besides its stdin/stdout"
 
 
 @pytest.mark.modes("stdio")
