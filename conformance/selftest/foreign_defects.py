@@ -40,6 +40,8 @@ EXPECTED = {
     "drops-slow-reader": {"slow-reader": "SB-7.3.1-1"},
     "no-two-pool-routing": {"two-pools": "SB-6.1.3-1"},
     "dies-after-malformed": {"malformed": "SB-4.3-1"},
+    "truncate-full-worker-pipe": {"full-pipe": "SB-5.1.1-3"},
+    "socketpair-workers": {"pipes": "SB-3.3-1"},
 }
 
 

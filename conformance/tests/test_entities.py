@@ -74,6 +74,7 @@ def test_exited_worker_is_reaped_and_routed_around(bus):
 
 
 @pytest.mark.stands_on("burst")
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-3.1-5")
 def test_one_thread_while_busy(bus):
     d = bus.start(instances=2)

@@ -221,6 +221,7 @@ def test_malformed_output_gets_the_worker_sigterm_then_a_restart(bus):
 
 
 @ONE_MODE
+@pytest.mark.stands_on("pipes")  # it watches the daemon close its end of the worker's stdin pipe
 @pytest.mark.clause("SB-B-3", "SB-I-29")
 def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
     # The victim ignores SIGTERM and stays up at EOF, so only SIGKILL ends it.
@@ -303,6 +304,7 @@ def test_exited_worker_gets_no_message(bus, exit_kind):
 
 
 @EXITS
+@pytest.mark.stands_on("pipes")  # that they are pipes the daemon holds is SB-3.3-1's
 @pytest.mark.clause("SB-7.1.2-2")
 def test_exited_workers_pipes_are_closed(bus, exit_kind):
     d = start_pools(bus, exit_pools(bus, exit_kind))
