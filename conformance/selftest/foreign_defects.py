@@ -5,7 +5,8 @@ self-test daemon, with each of its defect switches on in turn.
 Each defect must be named ONCE, as a root cause on the clause it breaks, and
 nothing else may fail: every failing test is judged by that clause (the
 others that stand on the broken behaviour are `blocked`), no harness error,
-no unfinished test, exit status 1. With no defect ("none") fbus must get no
+no unfinished test, exit status 1 (0 when the root cause is on one of our
+interpretations, which fbus's profile does not gate). With no defect ("none") fbus must get no
 failure and exit 0. Prints one row per run (root causes, blocked, other
 failures, wall time); exits 0 when every run is as expected, 1 otherwise.
 
@@ -39,6 +40,8 @@ EXPECTED = {
     "drops-slow-reader": {"slow-reader": "SB-7.3.1-1"},
     "no-two-pool-routing": {"two-pools": "SB-6.1.3-1"},
     "dies-after-malformed": {"malformed": "SB-4.3-1"},
+    "truncate-full-worker-pipe": {"full-pipe": "SB-5.1.1-3"},
+    "socketpair-workers": {"pipes": "SB-3.3-1"},
 }
 
 
@@ -58,7 +61,9 @@ def judge(defect: str, res: dict) -> list[str]:
             problems.append(f"{t['outcome']}: {t['nodeid']}: {(t['message'] or '')[:200]}")
     for e in res.get("collection_errors", []) + res.get("fatal_errors", []):
         problems.append(f"harness: {str(e)[:200]}")
-    rc = 0 if defect == "none" else 1
+    # a root cause on one of our interpretations is reported, not gated (fbus's profile does not
+    # hold it to our readings): exit 0 unless a spec clause is broken
+    rc = 1 if any(not c.startswith("SB-I-") for c in want.values()) else 0
     if res["exit_code"] != rc:
         problems.append(f"exit status {res['exit_code']} ({'; '.join(res['exit_reasons'])}), expected {rc}")
     return problems

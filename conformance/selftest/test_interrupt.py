@@ -1,6 +1,8 @@
-"""Ctrl-C during a run (issue 13 item 6): exit 2, the tests that did not
-finish are `unfinished` (never `pass`), the reports are written, and no
-process of the daemon is left behind."""
+"""Ctrl-C during a run (issue 13 item 6), and SIGTERM (issue 22 item 8: what
+a CI sends on cancel, to the harness or to its whole group): exit 2, the
+tests that did not finish are `unfinished` (never `pass`), the reports are
+written, and no process is left behind (daemons, mock workers, xdist
+workers)."""
 
 import json
 import os
@@ -27,8 +29,34 @@ def test_slow(bus, n):
 '''
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_ctrl_c_exits_2_and_never_reports_an_unfinished_test_as_passed(tmp_path, fakes, jobs):
+def in_session(sid: int) -> list[int]:
+    """Processes of the session sid (the run was started as its leader):
+    whatever the harness started, xdist workers included, unless it left the
+    session on purpose."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(name))
+    return out
+
+
+def session_gone(sid: int, timeout: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := in_session(sid)) and time.monotonic() < deadline:
+        time.sleep(0.01)  # /proc has no change notification: poll it until the deadline
+    return left
+
+
+@pytest.mark.parametrize("jobs,how", [(1, "ctrl-c"), (2, "ctrl-c"), (1, "sigterm"), (2, "sigterm"),
+                                      (2, "sigterm-group")])
+def test_interrupted_run_exits_2_and_never_reports_an_unfinished_test_as_passed(tmp_path, fakes, jobs, how):
     fake = private_fake(tmp_path)
     suite = write_suite(tmp_path / "suite", SLOW)
     prof = tmp_path / "p.toml"
@@ -48,7 +76,12 @@ def test_ctrl_c_exits_2_and_never_reports_an_unfinished_test_as_passed(tmp_path,
             seen.update(leftovers(str(fake)))
             time.sleep(0.02)  # /proc has no change notification: poll it until the deadline
         assert len(seen) > jobs, f"daemons seen: {sorted(seen)}"
-        os.killpg(p.pid, signal.SIGINT)
+        if how == "ctrl-c":       # a terminal's Ctrl-C reaches the whole group
+            os.killpg(p.pid, signal.SIGINT)
+        elif how == "sigterm":    # a CI's cancel to the harness alone
+            os.kill(p.pid, signal.SIGTERM)
+        else:                     # a CI's cancel to the job's process group
+            os.killpg(p.pid, signal.SIGTERM)
         out, _ = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
@@ -62,3 +95,4 @@ def test_ctrl_c_exits_2_and_never_reports_an_unfinished_test_as_passed(tmp_path,
     assert outcomes.count("pass") + outcomes.count("unfinished") == len(outcomes), outcomes
     assert any("interrupted" in r for r in data["exit_reasons"]), data["exit_reasons"]
     assert no_leftovers(str(fake)) == []
+    assert session_gone(p.pid) == []

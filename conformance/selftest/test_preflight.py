@@ -54,7 +54,7 @@ def test_correct_daemon_passes_the_preflight_quickly(harness):
     run = harness()
     pf = run.results["preflight"]
     assert run.rc == 0, run.output
-    assert {i["status"] for i in pf["items"]} == {"ok"} and len(pf["items"]) == 13
+    assert {i["status"] for i in pf["items"]} == {"ok"} and len(pf["items"]) == 16
     assert pf["duration"] < 10
     assert run.results["root_causes"] == []
 

@@ -281,6 +281,7 @@ def test_malformed_output_gets_the_worker_restarted(bus):
     assert pid_of(c.request(timeout=wait_timeout())) == new
 
 
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-7.3.1-3")
 def test_client_paused_for_a_busy_worker_resumes_when_it_reads_again(bus):
     cap = 64 * 1024
@@ -300,6 +301,7 @@ def test_client_paused_for_a_busy_worker_resumes_when_it_reads_again(bus):
                    f"the {count} lines sent while the worker was busy")
 
 
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-8.1-2")
 def test_default_max_output_queue_holds_four_mebibytes_for_a_worker(bus):
     # the worker reads one message and no more; no max_output_queue configured

@@ -263,6 +263,7 @@ def test_configured_max_input_buffer_is_applied(bus):
     assert not any(b'"over"' in line for line in bus.worker_log().received())
 
 
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-8.1-7")
 @pytest.mark.parametrize("limits", [
     pytest.param(None, marks=pytest.mark.clause("SB-9.3-5"), id="limits-omitted"),

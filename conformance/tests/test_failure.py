@@ -248,6 +248,7 @@ def test_malformed_output_gets_the_worker_sigterm_then_a_restart(bus):
 
 
 @ONE_MODE
+@pytest.mark.stands_on("pipes")  # it watches the daemon close its end of the worker's stdin pipe
 @pytest.mark.clause("SB-B-3", "SB-I-29")
 def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
     # The victim ignores SIGTERM and stays up at EOF, so only SIGKILL ends it.
@@ -257,7 +258,7 @@ def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
     c = bus.client()
     bad_sid, good_sid = session_in_pool(bus, c, "sick"), session_in_pool(bus, c, "ok")
     victim, healthy = bus.worker_pids("sick")[0], bus.worker_pids("ok")[0]
-    stdin_pipe = os.readlink(f"/proc/{victim}/fd/0")
+    stdin_pipe = procinfo.open_file(victim, 0).key  # its identity, whatever the /proc link text
     log = bus.worker_log("sick")
     # garbage, then a line that would be routable on its own
     emit_via(c, bad_sid, "this is not json\n" + cross_note(good_sid, "AFTER-GARBAGE"))
@@ -271,7 +272,8 @@ def test_failed_worker_gets_nothing_more_and_is_killed_after_drain_timeout(bus):
     # SB-I-29 from here on: its stdin is closed (the daemon no longer holds
     # the pipe's write end) while it still runs
     with checking("SB-I-29"):
-        wait_until(lambda: stdin_pipe not in procinfo.fds(d.pid).values() or gone(victim), wait_timeout(),
+        wait_until(lambda: stdin_pipe not in {f.key for f in procinfo.open_files(d.pid).values()} or gone(victim),
+                   wait_timeout(),
                    "the daemon closing the failed worker's stdin")
         assert not gone(victim), "the failed worker's stdin stayed open until the worker was gone"
         # what it wrote after the garbage was discarded
@@ -331,23 +333,28 @@ def test_exited_worker_gets_no_message(bus, exit_kind):
 
 
 @EXITS
+@pytest.mark.stands_on("pipes")  # that they are pipes the daemon holds is SB-3.3-1's
 @pytest.mark.clause("SB-7.1.2-2")
 def test_exited_workers_pipes_are_closed(bus, exit_kind):
     d = start_pools(bus, exit_pools(bus, exit_kind))
     c = bus.client()
     (sid, victim), _ = sessions_on_distinct_workers(c, 2)
-    links = {fd: os.readlink(f"/proc/{victim}/fd/{fd}") for fd in (0, 1, 2)}
-    held = set(procinfo.fds(d.pid).values())
-    assert links[0] in held and links[1] in held, \
-        f"the daemon does not hold the worker's stdin/stdout pipes (SB-3.3-1): {links}"
-    # the worker's stderr counts only when it is a pipe of the daemon's: a
-    # daemon may give it /dev/null (5.1.3), which it may also hold for itself
-    watched = {links[0], links[1]} | ({links[2]} if links[2] in held and links[2].startswith("pipe:")
-                                      else set())
+    # what the worker's fds are, by file type and identity (not the /proc link text)
+    files = {fd: procinfo.open_file(victim, fd) for fd in (0, 1, 2)}
+    held = {f.key for f in procinfo.open_files(d.pid).values()}
+    # that stdin/stdout are pipes the daemon holds is SB-3.3-1's (the pipes preflight item)
+    watched = {files[fd].key for fd in (0, 1) if files[fd] is not None and files[fd].key in held}
+    # the worker's stderr counts only when it is a pipe the daemon holds for that worker:
+    # not /dev/null (5.1.3 leaves worker stderr to the daemon), nor the daemon's own
+    # stderr, inherited, which the daemon keeps whatever its workers do
+    own = procinfo.open_file(d.pid, 2)
+    err = files[2]
+    if err is not None and err.kind == "pipe" and err.key in held and (own is None or err.key != own.key):
+        watched.add(err.key)
     exit_via(c, sid, 0)
     wait_until(lambda: gone(victim), wait_timeout(), "the worker exited and reaped")
-    wait_until(lambda: not watched & set(procinfo.fds(d.pid).values()), wait_timeout(),
-               f"the daemon closing its ends of {sorted(watched)}")
+    wait_until(lambda: not watched & {f.key for f in procinfo.open_files(d.pid).values()}, wait_timeout(),
+               f"the daemon closing its ends of the worker's pipes {sorted(watched)}")
 
 
 @EXITS

@@ -19,12 +19,10 @@ def wait_reaped(pid, timeout=None):
                f"worker {pid} exited and reaped (state now {procinfo.state(pid)!r})")
 
 
-def inode(target):
-    """'pipe:[123]' / 'socket:[123]' -> ('pipe', 123); None for files."""
-    for kind in ("pipe", "socket"):
-        if target.startswith(kind + ":["):
-            return kind, int(target[len(kind) + 2:-1])
-    return None
+def channels(pid):
+    """fd -> identity of the pipes (anonymous or named FIFOs) and sockets pid
+    holds, by file type."""
+    return {fd: f.key for fd, f in procinfo.open_files(pid).items() if f.kind in ("pipe", "socket")}
 
 
 def raw_client(d, session):
@@ -137,12 +135,12 @@ def test_workers_inherit_no_descriptor_of_the_daemon(bus):
     c.notify("bye", params={"mock": {"exit": 0}}, session="x")
     bus.worker_log().wait_count(lambda r: r.kind == "start", 4, what="'start' of the restarted worker")
     c.request()
-    daemon_inodes = {inode(t) for t in procinfo.fds(d.pid).values()} - {None}
+    daemon_channels = set(channels(d.pid).values())
     workers = procinfo.live_children(d.pid)
     assert len(workers) == 3
     for pid in workers:
         fds = procinfo.fds(pid)
-        leaked = {fd: t for fd, t in fds.items() if fd > 2 and inode(t) in daemon_inodes}
+        leaked = {fd: fds.get(fd) for fd, key in channels(pid).items() if fd > 2 and key in daemon_channels}
         assert leaked == {}, f"worker {pid} holds descriptors of the daemon: {leaked}"
 
 

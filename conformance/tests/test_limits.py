@@ -322,6 +322,7 @@ def test_client_that_stops_reading_pauses_the_worker_until_it_reads(bus):
         r.close()
 
 
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-7.3.1-1", "SB-8.3-2", "SB-I-17")
 def test_worker_that_stops_reading_pauses_the_client(bus):
     # the worker reads one message and no more
@@ -370,6 +371,7 @@ def test_client_over_the_cap_for_backpressure_timeout_is_closed(bus):
 
 @pytest.mark.modes("stdio")  # the client side of this is tested in every mode above
 @pytest.mark.stands_on("restart-exit0")
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-7.3.1-4", "SB-8.3-4", "SB-I-17")
 def test_worker_over_the_cap_for_backpressure_timeout_is_terminated_and_restarted(bus):
     bus.start({"limits": {"max_output_queue": CAP, "backpressure_timeout_sec": 1}},
@@ -395,6 +397,7 @@ def test_worker_over_the_cap_for_backpressure_timeout_is_terminated_and_restarte
 # =========================================================================================
 # 8.1 Default values
 # =========================================================================================
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-8.1-7")
 def test_default_max_input_buffer_is_one_mebibyte(bus):
     bus.start(instances=1)  # no max_input_buffer configured
@@ -410,6 +413,7 @@ def test_default_max_input_buffer_is_one_mebibyte(bus):
 
 @pytest.mark.modes("unix")
 @pytest.mark.stands_on("slow-reader")
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-8.1-2")
 def test_default_max_output_queue_is_four_mebibytes(bus):
     # unix mode: the kernel's buffers on the way are small and known (a
@@ -776,6 +780,7 @@ def answer_all(c, ids, expect, via=None):
 @pytest.mark.modes("unix", "tcp")  # a second client asks for the answers (see below)
 @pytest.mark.stands_on("burst")
 @pytest.mark.stands_on("slow-reader")  # 4096 answers at once
+@pytest.mark.stands_on("full-pipe")  # it writes to a worker faster than the worker reads
 @pytest.mark.clause("SB-8.2-3")
 def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
     # 8.2 gives the limit and no handling rule: a daemon may drop the 4097th

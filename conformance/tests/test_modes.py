@@ -46,6 +46,19 @@ def _tcp_addr(hexaddr):
     return socket.inet_ntop(fam, raw), int(port, 16)
 
 
+def tcp_sockets(pid):
+    """The inodes of the TCP sockets pid holds, in any state."""
+    inodes, out = _socket_inodes(pid), set()
+    for fam in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{fam}") as f:
+                lines = f.readlines()[1:]
+        except FileNotFoundError:
+            continue
+        out |= {int(line.split()[9]) for line in lines if int(line.split()[9]) in inodes}
+    return out
+
+
 def listening_sockets(pid):
     """[(family, address)] of the sockets pid holds in the listening state:
     ("unix", path) or ("tcp", (host, port)) / ("tcp6", (host, port))."""
@@ -83,8 +96,47 @@ def run_cli(bus, args, timeout=None):
     """Runs the daemon with `args` after the profile's prefix; stdin is
     /dev/null. Returns (status, stdout, stderr). A daemon still running at the
     deadline is killed and the test fails."""
+    return run_argv(bus, cli_prefix(bus) + [str(a) for a in args], timeout)
+
+
+def profile_cli(bus, config, modes=("stdio",), extra=(), sock="", address=None):
+    """A command line built from the profile, never from our CLI: its
+    command and extra_args with `config` for {config} (None: the config
+    argument left out, with its option when that is an argument of its
+    own), the flags of each mode in `modes` in turn for {mode_flag}
+    (`address` replaces "{host}:{port}" in the tcp flags), then `extra`.
+    Unsupported when the profile cannot express it."""
+    p = bus.profile
+    template = list(p.command) + list(p.extra_args)
+    if not any("{config}" in a for a in template):
+        pytest.skip("unsupported: the profile's command has no {config}")
+    flags = []
+    for mode in modes:
+        f = list(p.mode_flags.get(mode, []))
+        if not f and len(modes) > 1:
+            pytest.skip(f"unsupported: the profile gives {mode} mode no flag of its own")
+        if mode == "tcp" and address is not None:
+            if not any("{host}:{port}" in a for a in f):
+                pytest.skip("unsupported: the profile's tcp flags do not take one host:port argument")
+            f = [a.replace("{host}:{port}", address) for a in f]
+        flags += f
+    values = {"daemon": bus.ctx.daemon, "config": str(config), "socket": sock, "host": p.host, "port": "0"}
+    out = []
+    for i, arg in enumerate(template):
+        if arg == "{mode_flag}":
+            out += [re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], a) for a in flags]
+        elif "{config}" in arg and config is None:
+            if arg == "{config}" and out and out[-1].startswith("-") and i > 0 and "{" not in template[i - 1]:
+                out.pop()  # its option, e.g. --config
+        else:
+            out.append(re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], arg))
+    return out + [str(a) for a in extra]
+
+
+def run_argv(bus, argv, timeout=None):
+    """Runs argv (stdin /dev/null): (status, stdout, stderr); a daemon still
+    running at the deadline is killed and the test fails."""
     timeout = wait_timeout() if timeout is None else timeout
-    argv = cli_prefix(bus) + [str(a) for a in args]
     rc, out, err, _ = bus.run(argv, timeout)  # bounded output; its session killed afterwards
     if rc is None:
         raise AssertionError(f"{' '.join(argv)}: still running after {timeout:g} s "
@@ -117,8 +169,9 @@ def test_stdio_mode_serves_one_client_on_stdin_and_stdout(bus):
     for i in range(4):
         assert c.request(session=f"s{i % 2}")["result"]["method"] == "echo"
     assert listening_sockets(d.pid) == [], "stdio mode holds a listening socket: it accepts other clients"
-    # nothing but the stdio client: no socket connection of any kind
-    assert _socket_inodes(d.pid) == set(), "stdio mode holds sockets besides its stdin/stdout"
+    # nothing but the stdio client: no TCP connection either. Unix socket pairs are the
+    # daemon's own business (a self-pipe, its workers' channels: SB-3.3-1 judges those)
+    assert tcp_sockets(d.pid) == set(), "stdio mode holds TCP sockets besides its stdin/stdout"
 
 
 @pytest.mark.modes("stdio")
@@ -189,13 +242,21 @@ def _ipv6_loopback():
         return False
 
 
+def bracketed_host(flags):
+    """The profile's tcp flags with an IPv6 host in brackets where host and
+    port are written together ("{host}:{port}", as in the spec's --tcp
+    <host:port>); a host given in an argument of its own stays bare. The
+    profile's own flags, never ours: a daemon's CLI is its profile's."""
+    return [a.replace("{host}:{port}", "[{host}]:{port}") for a in flags]
+
+
 @pytest.mark.modes("tcp")
 @pytest.mark.clause("SB-I-22", "SB-4.1.1-4")
 def test_tcp_accepts_a_bracketed_ipv6_literal(bus):
     if not _ipv6_loopback():
         pytest.skip("no IPv6 loopback on this machine")
-    flags = dict(bus.profile.mode_flags, tcp=["--tcp", "[{host}]:{port}"])
-    bus.profile = dataclasses.replace(bus.profile, host="::1", mode_flags=flags)
+    bus.profile = dataclasses.replace(bus.profile, host="::1", mode_flags=dict(
+        bus.profile.mode_flags, tcp=bracketed_host(bus.profile.mode_flags["tcp"])))
     d = bus.start(instances=1)
     assert listening_sockets(d.pid) == [("tcp6", ("::1", d.port))], listening_sockets(d.pid)
     assert bus.client().request(session="v6")["sessionId"] == "v6"
@@ -285,7 +346,7 @@ def test_message_for_a_foreign_session_does_not_close_the_client(bus):
 @pytest.mark.modes("stdio")
 @pytest.mark.clause("SB-I-33", "SB-9.1-1")
 def test_no_config_flag_is_refused(bus):
-    rc, out, err = run_cli(bus, ["--stdio"])
+    rc, out, err = run_argv(bus, profile_cli(bus, None))
     assert_refused_to_start(bus, rc, out, err, "config")
 
 
@@ -294,24 +355,24 @@ def test_no_config_flag_is_refused(bus):
 @pytest.mark.parametrize("what", ["missing", "directory"])
 def test_unreadable_config_file_is_refused(bus, what):
     path = bus.workdir / "nothing-here.json" if what == "missing" else bus.workdir
-    rc, out, err = run_cli(bus, ["--config", path, "--stdio"])
+    rc, out, err = run_argv(bus, profile_cli(bus, path))
     assert_refused_to_start(bus, rc, out, err)
 
 
 @pytest.mark.modes("stdio")
 @pytest.mark.clause("SB-I-33")
 def test_unknown_option_is_refused(bus):
-    rc, out, err = run_cli(bus, ["--config", valid_config_file(bus), "--stdio", "--frobnicate"])
+    rc, out, err = run_argv(bus, profile_cli(bus, valid_config_file(bus), extra=["--frobnicate"]))
     assert_refused_to_start(bus, rc, out, err, "--frobnicate")
 
 
 @pytest.mark.modes("stdio")
 @pytest.mark.clause("SB-I-33", "SB-3.1-3")
-@pytest.mark.parametrize("flags", [["--stdio", "--unix", "{sock}"], ["--unix", "{sock}", "--tcp", "127.0.0.1:0"],
-                                   ["--tcp", "127.0.0.1:0", "--stdio"]], ids=["stdio+unix", "unix+tcp", "tcp+stdio"])
-def test_two_mode_flags_are_refused(bus, flags):
+@pytest.mark.parametrize("modes", [("stdio", "unix"), ("unix", "tcp"), ("tcp", "stdio")],
+                         ids=["stdio+unix", "unix+tcp", "tcp+stdio"])
+def test_two_mode_flags_are_refused(bus, modes):
     sock = str(bus.workdir / "two.sock")
-    rc, out, err = run_cli(bus, ["--config", valid_config_file(bus)] + [f.format(sock=sock) for f in flags])
+    rc, out, err = run_argv(bus, profile_cli(bus, valid_config_file(bus), modes, sock=sock))
     assert_refused_to_start(bus, rc, out, err)
     assert not os.path.lexists(sock), "the daemon created the socket file before refusing to start"
 
@@ -321,7 +382,7 @@ def test_two_mode_flags_are_refused(bus, flags):
 @pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "::1:8080", "[::1]8080", ":8080"],
                          ids=["no-port", "empty-port", "port-range", "bare-v6", "v6-no-colon", "no-host"])
 def test_malformed_tcp_address_is_refused(bus, address):
-    rc, out, err = run_cli(bus, ["--config", valid_config_file(bus), "--tcp", address])
+    rc, out, err = run_argv(bus, profile_cli(bus, valid_config_file(bus), ("tcp",), address=address))
     assert_refused_to_start(bus, rc, out, err)
 
 

@@ -652,6 +652,12 @@ class Bus:
         self.flush(dst)
         if dst.closed:
             return
+        if isinstance(dst, Worker) and self.defect == "truncate-full-worker-pipe" and dst.out:
+            # what the pipe did not take at once is lost: the rest of a line cut
+            # short, and whole lines while the worker is slow to read
+            log.debug(f"worker input pipe full; {len(dst.out)} bytes dropped", **dst.ctx())
+            dst.out.clear()
+            return
         if len(dst.out) > self.max_out:
             if dst.full_since is None:
                 dst.full_since = time.monotonic()
@@ -736,8 +742,13 @@ class Bus:
         slot.timer = None
         g = slot.group
         serial = next(self.serials)
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
+        if self.defect == "socketpair-workers":
+            # a socket pair for each direction instead of a pipe (seed 3.3: pipes)
+            in_r, in_w = (x.detach() for x in socket.socketpair())
+            out_w, out_r = (x.detach() for x in socket.socketpair())
+        else:
+            in_r, in_w = os.pipe()
+            out_r, out_w = os.pipe()
         actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
         if not log.VERBOSE:
             actions.append((os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0))

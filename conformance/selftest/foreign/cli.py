@@ -15,7 +15,8 @@ USAGE = ("usage: foreign_daemon.py --config PATH [--stdio | --unix PATH | --tcp 
          "[--verbose] [--defect NAME]")
 
 DEFECTS = ("crash-on-sigterm", "no-exit-on-eof-flood", "no-restart-after-exit0",
-           "drops-slow-reader", "no-two-pool-routing", "dies-after-malformed")
+           "drops-slow-reader", "no-two-pool-routing", "dies-after-malformed",
+           "truncate-full-worker-pipe", "socketpair-workers")
 
 EX_USAGE, EX_CONFIG, EX_UNAVAILABLE = 64, 78, 69
 

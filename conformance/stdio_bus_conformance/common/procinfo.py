@@ -5,6 +5,8 @@ error: callers decide what absence means."""
 from __future__ import annotations
 
 import os
+import stat
+from dataclasses import dataclass
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -96,6 +98,51 @@ def fds(pid: int) -> dict[int, str]:
             out[int(name)] = os.readlink(f"{base}/{name}")
         except OSError:
             continue
+    return out
+
+
+_KINDS = ((stat.S_ISFIFO, "pipe"), (stat.S_ISSOCK, "socket"), (stat.S_ISREG, "file"),
+          (stat.S_ISCHR, "char"), (stat.S_ISDIR, "dir"))
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """What an fd refers to, by file type: `kind` is "pipe" for any FIFO (an
+    anonymous pipe or a named one: the /proc link text of a named FIFO is its
+    path, not pipe:[N]), "socket", "file", "char", "dir" or "other"; (dev,
+    ino) identify the open object across processes (both ends of a pipe share
+    them)."""
+    kind: str
+    dev: int
+    ino: int
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.dev, self.ino
+
+
+def open_file(pid: int, fd: int) -> OpenFile | None:
+    """stat() through /proc/<pid>/fd/<fd> (it follows to the object itself);
+    None when the fd or the process is gone."""
+    try:
+        st = os.stat(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return None
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "other")
+    return OpenFile(kind, st.st_dev, st.st_ino)
+
+
+def open_files(pid: int) -> dict[int, OpenFile]:
+    """fd -> OpenFile for every fd of pid that is still open."""
+    out = {}
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for name in names:
+        f = open_file(pid, int(name))
+        if f is not None:
+            out[int(name)] = f
     return out
 
 

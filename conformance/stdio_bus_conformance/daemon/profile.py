@@ -11,6 +11,7 @@ A profile is a TOML file (see profiles/stdio_bus.toml and README.md):
     startup_timeout = 5.0
     shutdown_timeout = 5.0
     features = ["worker_id_env"]     # optional behaviours tests may require
+    gate_interpretations = false     # true: SB-I failures fail the run (ours)
     [env]
     [mode_flags]
     stdio = ["--stdio"]
@@ -52,6 +53,10 @@ class Profile:
     shutdown_timeout: float = 5.0
     host: str = "127.0.0.1"
     features: list = field(default_factory=list)
+    # Our interpretations (SB-I) are our readings where the seed is silent: a
+    # daemon that reads it otherwise is reported there but still exits 0,
+    # unless its profile holds it to them (ours does) or the run is --strict.
+    gate_interpretations: bool = False
     path: str | None = None
 
     def supports(self, mode: str) -> bool:
@@ -69,7 +74,8 @@ class Profile:
                  f"modes = {arr(self.modes)}",
                  "readiness = { " + ", ".join(f"{m} = {q(v)}" for m, v in self.readiness.items()) + " }",
                  f"startup_timeout = {float(self.startup_timeout)}", f"shutdown_timeout = {float(self.shutdown_timeout)}",
-                 f"host = {q(self.host)}", f"features = {arr(self.features)}"]
+                 f"host = {q(self.host)}", f"features = {arr(self.features)}",
+                 f"gate_interpretations = {'true' if self.gate_interpretations else 'false'}"]
         if self.ready_regex:
             lines.append(f"ready_regex = {q(self.ready_regex)}")
         lines += ["", "[mode_flags]"] + [f"{m} = {arr(v)}" for m, v in self.mode_flags.items()]
@@ -115,7 +121,8 @@ def load_profile(path: str | Path | None) -> Profile:
         raise HarnessError(f"profile {path}: {exc}") from None
     p = Profile(path=str(path.resolve()))
     known = {"name", "command", "extra_args", "env", "modes", "mode_flags", "readiness",
-             "ready_regex", "startup_timeout", "shutdown_timeout", "host", "features"}
+             "ready_regex", "startup_timeout", "shutdown_timeout", "host", "features",
+             "gate_interpretations"}
     unknown = set(data) - known
     if unknown:
         raise HarnessError(f"profile {path}: unknown keys {sorted(unknown)}")
@@ -130,6 +137,10 @@ def load_profile(path: str | Path | None) -> Profile:
     for key in ("startup_timeout", "shutdown_timeout"):
         if key in data:
             setattr(p, key, float(data[key]))
+    if "gate_interpretations" in data:
+        if not isinstance(data["gate_interpretations"], bool):
+            raise HarnessError(f"profile {path}: gate_interpretations must be true or false")
+        p.gate_interpretations = data["gate_interpretations"]
     if "env" in data:
         p.env = {str(k): str(v) for k, v in data["env"].items()}
     if "mode_flags" in data:

@@ -15,18 +15,31 @@ from ..reports import bite
 from ..reports import render as reports
 from ..reports.coverage import compute as compute_coverage
 from ..common.errors import HarnessError
-from ..reports.outcomes import EXIT_HARNESS, Verdict, summary_line, verdict
+from ..reports.outcomes import EXIT_HARNESS, Verdict, gates, summary_line, ungated_failures, verdict
+from ..spec.judge import tier
 from ..spec import version as kit_version
 
 
 class Finish:
     """State's end of the run (a base of State)."""
 
+    def gate_interpretations(self) -> bool:
+        """Whether failures of our interpretations (SB-I) fail the run:
+        --strict, or the profile says so (ours does)."""
+        if self.config.getoption("strict_should"):
+            return True
+        ctx = getattr(self, "ctx", None)
+        return True if self.worker_mode or ctx is None else ctx.profile.gate_interpretations
+
     def summary(self, session) -> reports.RunSummary:
         order = {n: i for i, n in enumerate(self.inventory)}
         self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+        gate_i = self.gate_interpretations()
         for r in self.results.values():
             self._finish(r)
+            r.gated = r.outcome != "fail" or gates(tier(r.clause) if r.clause else None, gate_interpretations=gate_i)
+        ungated = ungated_failures(((r.outcome, tier(r.clause) if r.clause else None)
+                                    for r in self.results.values()), gate_interpretations=gate_i)
         root_causes = reports.root_causes(self.preflight, self.results, self.findings, self.level_of)
         expected_items = set()
         for rc in root_causes:
@@ -36,9 +49,12 @@ class Finish:
             listed = bl.PREFLIGHT + rc["item"] in self.baseline
             own = [r.outcome for r in self.results.values() if r.clause == rc["clause"]]
             expected_by_tests = bool(own) and all(o == "xfail" for o in own)
-            rc["binding"] = rc["level"] in ("MUST", "MUST NOT") and not listed and \
+            # an item of an interpretation that does not gate (the seed is silent there) is
+            # reported, and the tests it blocked count as not judged, not as a failure
+            gated = gates(rc["tier"], gate_interpretations=gate_i)
+            rc["binding"] = rc["level"] in ("MUST", "MUST NOT") and not listed and gated and \
                 (rc["blocked"] > 0 or not expected_by_tests)
-            if listed or (rc["blocked"] == 0 and expected_by_tests):
+            if listed or not gated or (rc["blocked"] == 0 and expected_by_tests):
                 expected_items.add(rc["item"])
         coverage = None
         if self.registry is not None and self.have_inventory:
@@ -57,7 +73,7 @@ class Finish:
                     min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
                     findings=self.findings, interrupted=self.interrupted,
                     broken=[rc for rc in root_causes if rc["binding"]], blocked=blocked,
-                    strict=self.config.getoption("strict_should"))
+                    strict=self.config.getoption("strict_should"), ungated=ungated)
         opt = self.config.getoption
         meta = {
             "suite": "stdio Bus conformance kit",
@@ -70,6 +86,10 @@ class Finish:
             "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
             .isoformat(timespec="seconds"),
             "duration": round(time.monotonic() - self.t0, 3),
+            # whether failures of our interpretations decide the exit status, and why
+            "gate": {"interpretations": gate_i,
+                     "why": "--strict" if self.config.getoption("strict_should") else
+                     ("profile" if gate_i else "default: reported, not gated")},
             "report_dir": self.report_dir,
             "selection": {"clause": opt("clause"), "exclude_clause": opt("exclude_clause"),
                           "section": opt("section"), "keyword": opt("keyword") or None,
@@ -110,7 +130,7 @@ class Finish:
                                                  self.preflight, s.root_causes, strict)
             except (HarnessError, OSError) as exc:  # the file is left as it was
                 s.fatal.append(f"--update-baseline: {exc}")
-                s.verdict = Verdict(EXIT_HARNESS, [s.fatal[-1]] + s.verdict.reasons)
+                s.verdict = Verdict(EXIT_HARNESS, [s.fatal[-1]] + s.verdict.reasons, s.verdict.notes)
         self.paths = reports.write_all(self.report_dir, s)
         wb = self.config.getoption("write_baseline")
         if wb:
@@ -164,5 +184,7 @@ class Finish:
         if not config.option.collectonly:
             tr.write_line(f"{summary_line(s.counts)}: exit {s.verdict.exit_code}" +
                           (" (" + "; ".join(s.verdict.reasons) + ")" if s.verdict.reasons else ""))
+            for note in s.verdict.notes:
+                tr.write_line(f"note: {note}", yellow=True)
             for line in reports.verdict_lines(s):
                 tr.write_line(line, bold=True)

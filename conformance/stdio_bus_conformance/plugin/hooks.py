@@ -21,6 +21,7 @@ outcome), artifacts.py (reproducers), finish.py (the verdict and the reports).
 from __future__ import annotations
 
 from ..common import context
+from ..common.interrupt import sigterm_interrupts
 from ..daemon import contain
 from ..worker.description import MCP_VERSIONS, PROFILES
 from .state import STATE_KEY, State
@@ -88,6 +89,8 @@ def pytest_configure(config):
     context.state.wait = config.getoption("wait_timeout")
     # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
     contain.become_subreaper()
+    # a CI's cancel (SIGTERM) ends the run as Ctrl-C does: exit 2, reports written, nothing left
+    sigterm_interrupts()
 
 
 def _active(config) -> bool:

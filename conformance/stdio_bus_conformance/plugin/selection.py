@@ -14,6 +14,7 @@ from ..daemon.preflight import ITEMS as PREFLIGHT_ITEMS
 from ..daemon.profile import MODES
 from ..spec.registry import CONFORMANCE_DIR, ID_RE
 from ..worker.description import FACTS, PROFILES, clause_applies, speaks
+from .order import slowest_first
 
 
 class Selection:
@@ -157,6 +158,7 @@ class Selection:
                 items[:] = keep
             if not keep:
                 self.nothing_selected = True
+        items[:] = slowest_first(items)  # better balance across xdist workers (plugin/order.py)
 
     def pytest_collection_finish(self, session):
         if self.worker_mode:  # which root-cause tests run: only those can block others

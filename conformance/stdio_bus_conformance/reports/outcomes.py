@@ -69,6 +69,7 @@ class TestResult:
     details: str = ""
     clause: str | None = None     # the clause a failure (fail, warn, xfail) is judged by
     findings: list = field(default_factory=list)
+    gated: bool = True            # a fail that fails the run (see gates())
 
     @property
     def duration(self) -> float:
@@ -126,6 +127,24 @@ def classify(result: TestResult, level_of, expected_failure: bool) -> tuple[str,
 class Verdict:
     exit_code: int
     reasons: list
+    notes: list = field(default_factory=list)   # what was judged but does not decide the exit status
+
+
+def gates(tier: str | None, *, gate_interpretations: bool) -> bool:
+    """Whether a MUST failure judged on a clause of this tier fails the run.
+    The spec (and our extensions, judged only where a profile claims them)
+    always gate. Our interpretations (SB-I, where the seed is silent) gate
+    only when asked: --strict, or a profile with gate_interpretations = true
+    (ours); another daemon that conforms to the seed but reads it otherwise
+    is reported, not failed."""
+    return tier != "interpretation" or gate_interpretations
+
+
+def ungated_failures(failures, *, gate_interpretations: bool) -> int:
+    """How many of the failures, given as (outcome, tier of the clause each is
+    judged by) pairs, do not fail the run."""
+    return sum(1 for outcome, t in failures
+               if outcome == "fail" and not gates(t, gate_interpretations=gate_interpretations))
 
 
 BINDING_FINDINGS = {  # findings that fail the run on their own: kind -> what the exit reason says
@@ -138,11 +157,13 @@ BINDING_FINDINGS = {  # findings that fail the run on their own: kind -> what th
 def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
             gate_failures: list, min_tests: int, nothing_selected: bool,
             findings: list = (), interrupted: bool = False, broken: list = (),
-            blocked: int = 0, strict: bool = False) -> Verdict:
+            blocked: int = 0, strict: bool = False, ungated: int = 0) -> Verdict:
     """The exit code: 2 for anything that makes the run untrustworthy, else 1
     for a failure (or a stale baseline entry), else 0. Warnings fail only
-    with strict (--strict: SHOULD-level clauses gate too)."""
-    reasons_2, reasons_1 = [], []
+    with strict (--strict: SHOULD-level clauses gate too). ungated: how many
+    of counts["fail"] are failures that do not gate (see gates()); they are
+    named in the notes, never in the reasons."""
+    reasons_2, reasons_1, notes = [], [], []
     ran = sum(counts.get(o, 0) for o in JUDGED)
     if fatal:
         reasons_2 += fatal
@@ -167,8 +188,11 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
         reasons_1.append("preflight: " + ", ".join(f"{b['item']} broken ({b['clause']})" for b in broken))
     if blocked:
         reasons_1.append(f"{blocked} test(s) blocked (not judged)")
-    if counts.get("fail"):
-        reasons_1.append(f"{counts['fail']} failure(s)")
+    if counts.get("fail", 0) - ungated > 0:
+        reasons_1.append(f"{counts['fail'] - ungated} failure(s)")
+    if ungated:
+        notes.append(f"{ungated} failure(s) of our interpretations (SB-I) reported, not gated "
+                     "(--strict or the profile's gate_interpretations gates them)")
     if strict and counts.get("warn"):
         reasons_1.append(f"{counts['warn']} warning(s) (--strict: SHOULD-level clauses gate)")
     if stale:
@@ -178,10 +202,10 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
         if n:
             reasons_1.append(f"{n} {words}")
     if reasons_2:
-        return Verdict(EXIT_HARNESS, reasons_2 + reasons_1)
+        return Verdict(EXIT_HARNESS, reasons_2 + reasons_1, notes)
     if reasons_1:
-        return Verdict(EXIT_FAIL, reasons_1)
-    return Verdict(EXIT_OK, [])
+        return Verdict(EXIT_FAIL, reasons_1, notes)
+    return Verdict(EXIT_OK, [], notes)
 
 
 def summary_line(counts: dict) -> str:
