@@ -7,6 +7,7 @@
 #include "clients.h"
 #include "fdlimit.h"
 #include "log.h"
+#include "memory.h"
 #include "relay.h"
 #include "signals.h"
 #include "status.h"
@@ -153,9 +154,20 @@ static void sweep_idle(sb_bus *d, int64_t now) {
             again = true;
         c->active = false;
     }
+    /* A worker's buffers grown for one large line go back too; those of
+     * the busy size stay, so a busy worker allocates nothing per message. */
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_peer *p = &d->workers[i].peer;
+        if (p->in.cap > SB_FRAME_BUSY_CAP && sb_frame_pending(&p->in) == 0)
+            sb_frame_shrink(&p->in);
+        if (p->out.cap > SB_FRAME_BUSY_CAP && sb_outq_len(&p->out) == 0)
+            sb_outq_clear(&p->out);
+    }
     d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
     if (again)
         sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
+    else
+        sb_memory_give_back(); /* the load is over: its freed pages go back (issue 27) */
 }
 
 /* SB-I-47: requests of departed clients may fill the pending table until
@@ -315,6 +327,7 @@ static void daemon_fini(sb_bus *d) {
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_bus d;
     sb_bus_self = &d;
+    sb_memory_tune();
     sb_fdlimit_raise(cfg->worker_count);
     int rc = daemon_init(&d, cfg, opt);
     if (rc == 0) {
