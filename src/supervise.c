@@ -380,22 +380,42 @@ static void on_worker_stderr(void *data, int fd, short revents) {
     }
 }
 
+static sb_worker *worker_of_pid(sb_bus *d, pid_t pid) {
+    for (int i = 0; i < d->worker_count; i++)
+        if (d->workers[i].pid == pid)
+            return &d->workers[i];
+    return NULL;
+}
+
 void sb_supervise_reap(sb_bus *d) {
     /* SB-7.1.1-2: WNOHANG in a loop; one SIGCHLD may stand for many exits. */
     for (;;) {
+        /* Look before reaping (WNOWAIT): while a worker is a zombie its
+         * process group id cannot be reused, so what it left in its group
+         * is killed without hitting anyone else (SB-X-41). */
+        siginfo_t info;
+        info.si_pid = 0;
+        if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (info.si_pid <= 0)
+            return;
+        sb_worker *w = worker_of_pid(d, info.si_pid);
+        if (w)
+            sb_worker_end_group(w);
         int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid < 0 && errno == EINTR)
-            continue;
+        pid_t pid;
+        do
+            pid = waitpid(info.si_pid, &status, WNOHANG);
+        while (pid < 0 && errno == EINTR);
         if (pid <= 0)
             return;
-        for (int i = 0; i < d->worker_count; i++) {
-            if (d->workers[i].pid == pid) {
-                /* Routing its last lines may fail it (5.3): no signal then. */
-                d->workers[i].reaped = true;
-                sb_supervise_exited(d, &d->workers[i], status);
-                break;
-            }
+        if (w) {
+            /* Routing its last lines may fail it (5.3): no signal then. */
+            w->reaped = true;
+            sb_supervise_exited(d, w, status);
         }
     }
 }

@@ -365,3 +365,51 @@ def test_a_full_pending_table_says_how_much_of_it_departed_clients_hold(
         assert err.count("pending request table full (4096 entries") == 1, "once per episode"
     finally:
         d.kill()
+
+
+# -- a connection's processes end with it (issue 27, item 2; SB-X-41) --------------------
+def live_processes_with(arg):
+    """Pids of live (not zombie) processes with this exact argument."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if arg in cmdline and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+def test_100_per_connection_workers_that_fork_leave_no_process_behind(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    # The worker leaves a child behind (a shell wrapper with a background job):
+    # 100 connections made 100 orphans when only the worker's pid was signalled.
+    token = f"{300 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6:06d}".encode()
+    script = f'sleep {token.decode()} & exec "$0"'
+    cfg = {"pools": [{"id": "pc", "command": "/bin/sh", "args": ["-c", script, mock_bin],
+                      "instances": 8, "spawn": "per_connection"}],
+           "limits": {"drain_timeout_sec": 2}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        for i in range(100):
+            c = d.connect()
+            c.send_json({"jsonrpc": "2.0", "id": i, "method": "ping"})
+            assert c.line() is not None, f"connection {i} was not served"
+            c.close()
+            d.wait_stderr("its client left: stopping it", count=i + 1)
+        deadline = time.monotonic() + 20 * SCALE
+        while True:
+            children = open(f"/proc/{d.pid}/task/{d.pid}/children").read().split()
+            left = live_processes_with(token)
+            if not children and not left:
+                break
+            assert time.monotonic() < deadline, \
+                f"{len(children)} worker(s) and {len(left)} of their children still alive"
+            time.sleep(0.05)  # poll interval
+        assert d.stop() == 0
+    finally:
+        d.kill()
+        for pid in live_processes_with(token):
+            os.kill(pid, 9)
