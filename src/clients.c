@@ -58,6 +58,8 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
     sb_supervise_detach(d, c);
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
+    if (pending)
+        sb_supervise_shed_orphans(d); /* SB-I-62 */
     if (c->full_since_ms) {
         c->full_since_ms = 0;
         d->full_outputs--;

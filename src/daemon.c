@@ -266,6 +266,8 @@ static int daemon_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }
+    if (opt->mode == SB_MODE_STDIO) /* SB-I-60: the one client has no one to share with */
+        d->router.client_share = STDIO_BUS_MAX_PENDING_REQUESTS;
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
         d->clients[i].in_fd = d->clients[i].out_fd = -1;
         d->free_clients[i] = STDIO_BUS_MAX_CONNECTIONS - 1 - i; /* hand out slot 0 first */

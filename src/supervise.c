@@ -495,6 +495,28 @@ static bool affinity_worker_exited(sb_bus *d, sb_worker *w) {
     return w->pool->per_connection;
 }
 
+/* SB-I-62: requests of departed clients stay until their worker answers
+ * or exits (SB-I-47). Past their budget, the worker that holds the most of
+ * them, and answers none, is the one to restart, as SB-I-17 does with a
+ * worker that stops reading: its exit discards them. */
+void sb_supervise_shed_orphans(sb_bus *d) {
+    int excess = sb_router_orphan_excess(&d->router);
+    while (excess > 0) {
+        int id = sb_router_orphan_holder(&d->router);
+        if (id < 0)
+            return; /* the rest are on workers already on their way out */
+        sb_worker *w = &d->workers[id];
+        int held = d->router.orphans_on[id];
+        sb_supervise_fail(d, w, SB_KEEP_OUTPUT,
+                          "holds %d unanswered request(s) of clients that have left, more than "
+                          "departed clients may hold (%d in all)",
+                          held, d->router.orphan_budget);
+        if (d->router.running[id])
+            return; /* could not be failed: never loop on it */
+        excess -= held;
+    }
+}
+
 void sb_supervise_kill_remaining(sb_bus *d) {
     /* SB-10.2-4 */
     for (int i = 0; i < d->worker_count; i++) {

@@ -613,23 +613,34 @@ def test_message_beyond_the_session_table_is_discarded_and_the_client_kept(bus):
     assert c.request(session="sess-1")["sessionId"] == "sess-1"  # existing sessions still work
 
 
-def fill_pending(c, log, n):
-    """n requests the worker never answers (pipelined), all delivered."""
-    c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"pend-{i}", "method": "test/p",
-                                "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
-                    for i in range(n)))
-    log.wait_count(lambda r: r.kind == "in" and b'"pend-' in r.raw, n, 10,
-                   f"requests received by the worker ({n} sent)")
+def fill_pending(bus, n):
+    """n requests the worker never answers (pipelined), all delivered: from
+    the one client in stdio mode, from four clients in the socket modes, a
+    quarter each (a daemon may cap one client's share, SB-I-60). Returns
+    [(client, its ids)]."""
+    clients = [bus.client()] if bus.mode == "stdio" else [bus.client() for _ in range(4)]
+    per = n // len(clients)
+    filled = []
+    for k, c in enumerate(clients):
+        ids = [f"pend-{k * per + i}" for i in range(per)]
+        c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "test/p",
+                                    "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
+                        for i in ids))
+        filled.append((c, ids))
+    bus.worker_log().wait_count(lambda r: r.kind == "in" and b'"pend-' in r.raw, n, 10,
+                                f"requests received by the worker ({n} sent)")
+    return filled
 
 
-def answer_all(c, ids, expect):
-    """Makes the one worker answer every id in ids (in order); returns the
-    ids of the responses the client got: `expect` of them, then whatever came
-    before a sentinel sent once the table had room again."""
+def answer_all(filled, extra=()):
+    """Makes the one worker answer every id of `filled` and `extra` (in
+    order); returns, per client, the ids of the responses it got: its own
+    share, then whatever came before a sentinel sent once the table had room
+    again."""
+    ids = [i for _, own in filled for i in own] + list(extra)
     emit = "".join(json.dumps({"jsonrpc": "2.0", "id": i, "result": "late"}) + "\n" for i in ids)
-    c.notify("test/answer", params={"mock": {"emit": emit}})
-    got = [c.recv_line(timeout=10) for _ in range(expect)]
-    return answered_ids(got + c.sync())
+    filled[0][0].notify("test/answer", params={"mock": {"emit": emit}})
+    return [answered_ids([c.recv_line(timeout=10) for _ in own] + c.sync()) for c, own in filled]
 
 
 @pytest.mark.stands_on("burst")
@@ -637,28 +648,27 @@ def answer_all(c, ids, expect):
 @pytest.mark.clause("SB-8.2-3")
 def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
     bus.start(instances=1)
-    c = bus.client()
-    log = bus.worker_log()
-    fill_pending(c, log, MAX_PENDING)
-    c.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
-                 "params": {"mock": {"no_reply": True}}})
-    ids = [f"pend-{i}" for i in range(MAX_PENDING)] + ["pend-over"]
+    filled = fill_pending(bus, MAX_PENDING)
+    last = bus.client()  # in the socket modes, a fifth client, within any share
+    last.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
+                    "params": {"mock": {"no_reply": True}}})
     try:
-        got = answer_all(c, ids, MAX_PENDING)
+        got = answer_all(filled, extra=["pend-over"])
     except ConnectionClosed:
-        pytest.fail("the daemon closed the client instead of tracking its 4096 requests")
-    missing = set(ids[:-1]) - got
-    assert not missing, f"{len(missing)} of {MAX_PENDING} pending requests lost their response"
-    assert "pend-over" not in got, "a 4097th pending request was tracked"
+        pytest.fail("the daemon closed a client instead of tracking its requests")
+    missing = sum(len(set(own) - ids) for (_, own), ids in zip(filled, got))
+    assert not missing, f"{missing} of {MAX_PENDING} pending requests lost their response"
+    over = [x for x in last.sync() + last.received if b'"pend-over"' in x]
+    assert all("pend-over" not in ids for ids in got) and not over, "a 4097th pending request was tracked"
 
 
 @pytest.mark.stands_on("burst")
 @pytest.mark.clause("SB-I-18")
 def test_request_beyond_the_pending_table_is_discarded_and_the_client_kept(bus):
     d = bus.start(instances=1)
-    c = bus.client()
+    filled = fill_pending(bus, MAX_PENDING)
     log = bus.worker_log()
-    fill_pending(c, log, MAX_PENDING)
+    c = bus.client()  # in the socket modes, a fifth client, within any share
     since = d.stderr_mark()
     c.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
                  "params": {"mock": {"no_reply": True}}})
@@ -666,7 +676,7 @@ def test_request_beyond_the_pending_table_is_discarded_and_the_client_kept(bus):
     log.wait_received(b'"test/marker"')
     assert not any(b'"pend-over"' in x for x in log.received()), "the 4097th request was forwarded"
     d.wait_log("WARN", since=since)
-    answer_all(c, [f"pend-{i}" for i in range(MAX_PENDING)], MAX_PENDING)
+    answer_all(filled)
     assert c.request()["result"]["method"] == "echo"  # the table frees up
 
 

@@ -344,25 +344,38 @@ def test_a_full_pending_table_says_how_much_of_it_departed_clients_hold(
     log = tmp_path / "w.log"
     cfg = {"pools": [mock_pool(mock_bin, log, 1)]}
     d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
-    try:
-        a = d.connect()
-        a.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "hold",
+
+    def hold(c, first, n):
+        c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": first + i, "method": "hold",
                                     "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
-                        for i in range(4000)))
+                        for i in range(n)))
+
+    def received(n):
         deadline = time.monotonic() + 10 * SCALE
-        while sum(r[3] == "in" for r in read_worker_log(log)) < 4000:
-            assert time.monotonic() < deadline, "the worker did not receive the 4000 requests"
+        while sum(r[3] == "in" for r in read_worker_log(log)) < n:
+            assert time.monotonic() < deadline, f"the worker did not receive the {n} requests"
             time.sleep(0.01)  # poll interval: the mock's log has no change notification
-        a.close()
-        d.wait_stderr("4000 pending request(s) discarded")
+
+    try:
+        # Two clients leave a quarter of the table each (their share, SB-I-60),
+        # two others keep theirs: the table is full, half of it orphans.
+        for k in range(2):
+            a = d.connect()
+            hold(a, k * 1024, 1024)
+            received((k + 1) * 1024)
+            a.close()
+            d.wait_stderr("1024 pending request(s) discarded", count=k + 1)
+        stay = [d.connect() for _ in range(2)]
+        for k, c in enumerate(stay):
+            hold(c, 2048 + k * 1024, 1024)
+        received(4096)
         b = d.connect()
         # ids the orphans do not hold: those would wait for them instead (SB-I-45)
-        b.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": 10000 + i, "method": "more",
-                                    "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
-                        for i in range(100)))
+        hold(b, 10000, 100)
         d.wait_stderr("pending request table full")
-        err = d.wait_stderr("4000 of them for clients that have left")
+        err = d.wait_stderr("2048 of them for clients that have left")
         assert err.count("pending request table full (4096 entries") == 1, "once per episode"
+        assert "more than departed clients may hold" not in err, "half the table is within the budget"
     finally:
         d.kill()
 
