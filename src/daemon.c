@@ -121,6 +121,8 @@ static void finish_round(sb_bus *d) {
     }
     d->ready_count = 0;
     sb_relay_flush(d);
+    if (d->over_budget)
+        sb_clients_enforce_budget(d); /* SB-X-40 */
     if (d->stdin_lost_count)
         sb_supervise_stdin_lost(d);
     for (int i = 0; i < d->doomed_count; i++) {
@@ -150,6 +152,8 @@ static void sweep_idle(sb_bus *d, int64_t now) {
             sb_frame_shrink(&c->in);
         if (!c->active && sb_outq_len(&c->out) == 0)
             sb_outq_clear(&c->out);
+        if (d->limits->max_client_memory)
+            sb_relay_recount(d, c); /* SB-X-40 */
         if (c->active || c->in.data || c->out.data)
             again = true;
         c->active = false;

@@ -34,6 +34,7 @@ typedef struct sb_peer {
     bool in_parked;       /* in_fd taken off the loop: hung up while paused */
     bool share_warned;    /* client: SB-I-60 said, until a request of it is recorded again */
     bool upstream_warned; /* client: SB-I-61 said, until a worker request to it is recorded */
+    size_t counted;       /* client: the bytes of its buffers in d->client_bytes (SB-X-40) */
     char name[64];        /* log context */
     /* its owner's loop handler (client connections / worker supervision) */
     void (*on_event)(void *data, int fd, short revents);

@@ -182,6 +182,14 @@ static void output_failed(sb_bus *d, sb_peer *p, int rc) {
     }
 }
 
+void sb_relay_recount(sb_bus *d, sb_peer *c) {
+    size_t now = c->in.cap + c->out.cap;
+    d->client_bytes = d->client_bytes - c->counted + now;
+    c->counted = now;
+    if (d->client_bytes > d->limits->max_client_memory)
+        d->over_budget = true;
+}
+
 /* Lines at least this long are written at once, straight from the input
  * buffer; shorter ones are queued and written together at the end of the
  * round, one write(2) per destination instead of one per message. */
@@ -211,6 +219,8 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
             d->dirty[d->dirty_count++] = p;
         }
     }
+    if (d->limits->max_client_memory && p->kind == SB_PEER_CLIENT)
+        sb_relay_recount(d, p); /* SB-X-40 */
     if (sb_outq_over(&p->out)) {
         sb_relay_set_full(d, p, true);
         if (from && !from->blocked_on && from != p) {
@@ -473,6 +483,8 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     sb_frame_commit(&p->in, (size_t)got);
     if (p->kind == SB_PEER_CLIENT) {
         p->active = true;
+        if (d->limits->max_client_memory)
+            sb_relay_recount(d, p); /* SB-X-40: its input buffer may have grown */
         if (!d->next_sweep_ms) {
             d->next_sweep_ms = sb_now_ms() + SB_IDLE_SWEEP_MS;
             sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);

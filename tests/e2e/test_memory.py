@@ -67,7 +67,7 @@ def churn(address, until, seed, stats):
             size = rng.choice([100, 10_000, 200_000, 900_000])
             s.sendall(b"".join(line_of({"jsonrpc": "2.0", "id": i, "method": "big",
                                         "params": {"pad": "p" * size,
-                                                   "mock": {"big": rng.choice([100, 300_000, 2_000_000])}}})
+                                                   "mock": {"big": rng.choice([100, 300_000, 900_000])}}})
                                for i in range(n)))
             stats["answers"] += recv_lines(s, n, time.monotonic() + 10 * SCALE)
             stats["clients"] += 1
@@ -91,7 +91,7 @@ def stalled(address, until, seed, stats):
         try:
             if rng.random() < 0.5:
                 s.sendall(b"".join(line_of({"jsonrpc": "2.0", "id": i, "method": "big",
-                                            "params": {"mock": {"big": 1_500_000}}}) for i in range(4)))
+                                            "params": {"mock": {"big": 900_000}}}) for i in range(8)))
             else:
                 s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"slow","params":"' + b"s" * 900_000)
             stats["stalled"] += 1
@@ -163,5 +163,42 @@ def test_rss_returns_within_2x_of_its_start_after_a_soak(daemon_bin, mock_bin, w
               f"end {end} KiB")
         assert stats["answers"] > 0 and stats["stalled"] > 0, stats
         assert end <= 2 * start, f"RSS {end} KiB after the load, {start} KiB at start (peak {peak} KiB)"
+    finally:
+        d.kill()
+
+
+def test_client_memory_budget_closes_stalled_readers_first_then_the_largest(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    # SB-X-40: 6 MiB for all clients' buffers together
+    budget = 6 << 20
+    cfg = {"pools": [{"id": "big", "command": mock_bin, "args": [], "instances": 16,
+                      "spawn": "per_connection"}],
+           "limits": {"max_client_memory": budget, "max_output_queue": 1 << 20}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        good = d.connect()
+        good.send_json({"jsonrpc": "2.0", "id": 0, "method": "ping"})
+        assert good.line() is not None
+        slow = [d.connect() for _ in range(3)]  # slowloris: most of a line, then nothing
+        for s in slow:
+            s.send(b'{"jsonrpc":"2.0","id":1,"method":"slow","params":"' + b"s" * 900_000)
+        time.sleep(0.5)  # the daemon reads them (3 x 1 MiB of input buffers, within the budget)
+        assert "max_client_memory" not in d.stderr()
+        stalled = []
+        for _ in range(2):  # ask for large answers and read none: their queues stall
+            c = d.connect()
+            c.send(b"".join(line_of({"jsonrpc": "2.0", "id": i, "method": "big",
+                                     "params": {"mock": {"big": 900_000}}}) for i in range(8)))
+            stalled.append(c)
+            time.sleep(0.5)  # the first stalls first
+        err = d.wait_stderr("over limits.max_client_memory")
+        first = next(l for l in err.splitlines() if "max_client_memory" in l)
+        assert "its output stalled" in first, f"the stalled reader was not closed first: {first}"
+        # the budget holds: at most one more closing (the largest, a slowloris) brings it back
+        time.sleep(0.5)
+        closings = d.stderr().count("over limits.max_client_memory")
+        assert closings <= 2, d.stderr()[-3000:]
+        good.send_json({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert good.line() is not None, "a client within its means was closed"
     finally:
         d.kill()
