@@ -318,7 +318,8 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
                 sb_warn(c->name,
                         "discarding message:%s: %s (%d requests): its requests are refused until "
                         "some are answered",
-                        tokens, sb_router_why(r.why), d->router.client_share);
+                        tokens, sb_router_why(r.why),
+                        sb_pending_count_sender(&d->router.requests, c->index));
             c->share_warned = true;
         } else if (r.why == SB_WHY_FOREIGN_SESSION)
             sb_warn(c->name, "discarding message:%s: %s (client slot %d)", tokens,

@@ -287,8 +287,10 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     }
     const sb_request_key *request = has_id ? &q : NULL;
     if (has_id) {
-        if (sb_pending_count_sender(&r->requests, client) >= r->client_share) {
-            drop(&d, SB_WHY_CLIENT_SHARE); /* SB-I-60 */
+        /* SB-I-60: a quarter of the table, or more while as much stays free */
+        int held = sb_pending_count_sender(&r->requests, client);
+        if (held >= r->client_share && held >= r->requests.capacity - r->requests.count) {
+            drop(&d, SB_WHY_CLIENT_SHARE);
             return d;
         }
         if (r->requests.count >= r->requests.capacity) {

@@ -76,13 +76,15 @@ typedef struct {
     sb_affinity affinity;           /* allocated only when affinity_mode is set */
     int orphans;        /* requests of clients that have left, still pending (SB-I-23, SB-I-47) */
     int *orphans_on;    /* per worker: how many of them it holds (SB-I-62) */
-    int client_share;   /* SB-I-60: most requests one client may have pending */
+    int client_share;   /* SB-I-60: requests one client may always have pending */
     int upstream_share; /* SB-I-61: most worker requests one client may owe answers to */
     int orphan_budget;  /* SB-I-62: most requests of departed clients before one is shed */
 } sb_router;
 
 /* Fair shares of the tables (SB-I-60..SB-I-62): a quarter of the pending
- * table per client, so that one client, or three, never fill it; 256
+ * table per client, or more while as many entries stay free (so a client
+ * alone may have half of it in flight, and one client, or two, never fill
+ * it); 256
  * requests of workers awaiting one client's answers (a client that owes
  * more answers than that is not answering); half the table for the
  * requests of clients that have left. */

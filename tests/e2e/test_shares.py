@@ -118,15 +118,19 @@ def test_a_client_that_leaves_4096_requests_does_not_make_the_others_refused(
 
 def test_requests_left_beyond_the_departed_clients_budget_restart_their_worker(
         daemon_bin, mock_bin, write_config, tmp_path):
-    cfg = {"pools": [{"id": "p", "command": mock_bin, "args": [], "instances": 1}],
-           "limits": {"restart_backoff_ms": 50}}
+    from test_stdio_mode import mock_pool, read_worker_log
+    log = tmp_path / "w.log"
+    cfg = {"pools": [mock_pool(mock_bin, log, 1)], "limits": {"restart_backoff_ms": 50}}
     d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
     try:
         for k in range(3):  # 3 x 1024 left behind: over half the table (SB-I-62)
             a = d.connect()
             a.send(unanswered(f"gone{k}", 1024))
-            a.send_json({"jsonrpc": "2.0", "id": f"gone{k}-sync", "method": "hold"})
-            d.wait_stderr("its requests are refused", count=k + 1)  # the sync is over the share
+            a.send_json({"jsonrpc": "2.0", "method": "mark", "params": f"mark{k}"})
+            deadline = time.monotonic() + 10 * SCALE
+            while not any(f'"mark{k}"'.encode() in r[4] for r in read_worker_log(log)):
+                assert time.monotonic() < deadline, "the worker never got the marker"
+                time.sleep(0.01)  # poll interval: the mock's log has no change notification
             a.close()
             d.wait_stderr("1024 pending request(s) discarded", count=k + 1)
         err = d.wait_stderr("holds 3072 unanswered request(s) of clients that have left")

@@ -694,13 +694,30 @@ static void client_asks(int client, int n, sb_route_why last) {
 }
 
 Test(router, client_request_beyond_its_share_is_dropped_and_other_clients_served) {
-    /* SB-I-60 */
+    /* SB-I-60: alone, a client may have half the table in flight (a quarter,
+     * or more while as much stays free), and no more */
     start(1);
-    client_asks(0, SB_ROUTER_CLIENT_SHARE, SB_WHY_NONE);
+    client_asks(0, STDIO_BUS_MAX_PENDING_REQUESTS / 2, SB_WHY_NONE);
     client_asks(0, 1, SB_WHY_CLIENT_SHARE);
     client_asks(1, 10, SB_WHY_NONE);
-    expect_to_client(from_worker(0, "{\"id\":\"c0-5\",\"result\":1}"), 0);
+    /* the client gets answers: once it holds less than the table has free,
+     * its requests are recorded again */
+    char line[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(line, sizeof line, "{\"id\":\"c0-%d\",\"result\":1}", i);
+        expect_to_client(from_worker(0, line), 0);
+    }
     expect_to_worker(from_client(0, "{\"id\":\"c0-again\",\"method\":\"m\"}"), 0);
+}
+
+Test(router, a_second_client_gets_a_quarter_when_the_first_has_half) {
+    /* SB-I-60: with 2048 held by another, 2048 are free: a quarter is sure */
+    start(1);
+    client_asks(0, STDIO_BUS_MAX_PENDING_REQUESTS / 2, SB_WHY_NONE);
+    client_asks(1, SB_ROUTER_CLIENT_SHARE, SB_WHY_NONE);
+    client_asks(1, 1, SB_WHY_CLIENT_SHARE);
+    client_asks(2, SB_ROUTER_CLIENT_SHARE, SB_WHY_NONE);
+    client_asks(3, 1, SB_WHY_PENDING_FULL);
 }
 
 Test(router, four_clients_fill_the_table_and_no_more) {
