@@ -128,7 +128,7 @@ def test_requests_left_beyond_the_departed_clients_budget_restart_their_worker(
             a.send(unanswered(f"gone{k}", 1024))
             a.send_json({"jsonrpc": "2.0", "method": "mark", "params": f"mark{k}"})
             deadline = time.monotonic() + 10 * SCALE
-            while not any(f'"mark{k}"'.encode() in r[4] for r in read_worker_log(log)):
+            while not log.exists() or not any(f'"mark{k}"'.encode() in r[4] for r in read_worker_log(log)):
                 assert time.monotonic() < deadline, "the worker never got the marker"
                 time.sleep(0.01)  # poll interval: the mock's log has no change notification
             a.close()
