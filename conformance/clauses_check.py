@@ -293,6 +293,21 @@ def parse_audit(path):
     return {k: {f: v[f] for f in ("seed", "forced", "tests")} for k, v in rows.items()}
 
 
+_RESERVED = re.compile(r"\bSB-([A-Z])-(\d+)\.\.SB-\1-(\d+)\b")
+
+
+def _reserved(path):
+    """{section: numbers} set aside by lines starting `Reserved IDs:` (each
+    range written `SB-I-49..SB-I-59`); such IDs may not be used by a row."""
+    ranges = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("Reserved IDs:"):
+                for sec, lo, hi in _RESERVED.findall(line):
+                    ranges.setdefault(sec, set()).update(range(int(lo), int(hi) + 1))
+    return ranges
+
+
 def check_spec(path):
     """Parses SPEC.md. Returns (clauses, problems): clauses as parse_spec gives
     them, problems as a list of one-line messages (empty when the file is fine)."""
@@ -310,9 +325,11 @@ def check_spec(path):
             numbers.setdefault(m.group(1), []).append((int(m.group(2)), c["_line"]))
 
     # n counts from 1 within its section; retired IDs keep their place, so
-    # there are never gaps.
+    # there are never gaps, but for ranges that a "Reserved IDs:" line sets
+    # aside for clauses being written on another branch.
+    reserved = _reserved(path)
     for sec, ns in numbers.items():
-        values = sorted(n for n, _ in ns)
+        values = sorted(set(n for n, _ in ns) | reserved.get(sec, set()))
         expected = list(range(1, len(values) + 1))
         if values != expected:
             missing = sorted(set(expected) - set(values))
@@ -328,7 +345,7 @@ def check_spec(path):
         problems.append("line %d: paragraph for SB-I-%d, which has no table row" % (interp_paras[n], n))
 
     # Every full clause ID mentioned anywhere outside code blocks must exist.
-    known = set(seen)
+    known = set(seen) | {"SB-%s-%d" % (sec, n) for sec, ns in reserved.items() for n in ns}
     in_fence = False
     with open(path, encoding="utf-8") as f:
         for no, line in enumerate(f, 1):

@@ -52,8 +52,10 @@ typedef struct sb_bus {
     int stdin_lost_count;
     sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
     int ending_count;
-    int full_outputs;  /* peers whose output is over its cap */
-    bool pending_full; /* the pending table is full, and it was said */
+    int full_outputs;    /* peers whose output is over its cap */
+    size_t client_bytes; /* SB-X-17: storage of every client's buffers, with a budget set */
+    bool over_budget;    /* ... and it went over the budget this round */
+    bool pending_full;   /* the pending table is full, and it was said */
 
     int listen_fd;
     int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */

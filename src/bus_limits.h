@@ -30,6 +30,7 @@ typedef struct {
     int backpressure_timeout_sec;
     long restart_backoff_ms;
     long restart_backoff_max_ms;
+    size_t max_client_memory; /* SB-X-17: all clients' buffers together; 0 = no budget */
 } sb_limits;
 
 #endif

@@ -58,6 +58,8 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
     sb_supervise_detach(d, c);
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
+    if (pending)
+        sb_supervise_shed_orphans(d); /* SB-I-53 */
     if (c->full_since_ms) {
         c->full_since_ms = 0;
         d->full_outputs--;
@@ -87,6 +89,8 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
     }
     sb_frame_fini(&c->in);
     sb_outq_fini(&c->out);
+    d->client_bytes -= c->counted; /* SB-X-17 */
+    c->counted = 0;
     c->kind = SB_PEER_FREE;
     c->in_fd = c->out_fd = -1;
     d->free_clients[d->free_count++] = c->index;
@@ -96,6 +100,40 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
         d->phase = SB_PHASE_LINGER;
         d->linger_deadline_ms = sb_now_ms(); /* nothing left to deliver to */
         sb_timers_arm(&d->timers, SB_TIMER_LINGER, d->linger_deadline_ms);
+    }
+}
+
+/* SB-X-17: the clients' buffers are over limits.max_client_memory: close
+ * clients until they are within it, first those whose output has been
+ * over max_output_queue the longest (stalled readers), then the largest.
+ * Doomed clients are closed at the end of this round, which frees them. */
+void sb_clients_enforce_budget(sb_bus *d) {
+    d->over_budget = false;
+    size_t budget = d->limits->max_client_memory, held = d->client_bytes;
+    for (int i = 0; i < d->doomed_count; i++)
+        if (d->doomed[i]->kind == SB_PEER_CLIENT)
+            held -= d->doomed[i]->counted;
+    while (held > budget) {
+        sb_peer *victim = NULL;
+        for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+            sb_peer *c = &d->clients[i];
+            if (c->kind != SB_PEER_CLIENT || c->doomed || !c->counted)
+                continue;
+            if (!victim ||
+                (c->full_since_ms &&
+                 (!victim->full_since_ms || c->full_since_ms < victim->full_since_ms)) ||
+                (!c->full_since_ms && !victim->full_since_ms && c->counted > victim->counted))
+                victim = c;
+        }
+        if (!victim)
+            return;
+        sb_warn(victim->name,
+                "closing the client: client buffers hold %zu bytes, over "
+                "limits.max_client_memory=%zu; it holds %zu%s",
+                held, budget, victim->counted,
+                victim->full_since_ms ? ", its output stalled over max_output_queue" : "");
+        held -= victim->counted;
+        sb_relay_doom(d, victim);
     }
 }
 

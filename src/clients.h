@@ -20,4 +20,6 @@ void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now);
 /* The listener's rest after failed accept()s is over. */
 void sb_clients_resume_accept(sb_bus *d);
 int sb_clients_start(sb_bus *d, const sb_options *opt);
+void sb_clients_enforce_budget(sb_bus *d);
+
 #endif

@@ -223,6 +223,7 @@ static const limit_field limit_fields[] = {
      0},
     {"restart_backoff_ms", 1, 3600000, offsetof(sb_limits, restart_backoff_ms), 0, 1},
     {"restart_backoff_max_ms", 1, 86400000, offsetof(sb_limits, restart_backoff_max_ms), 0, 1},
+    {"max_client_memory", 1, 1L << 40, offsetof(sb_limits, max_client_memory), 1, 0},
 };
 
 static int parse_limits(parse_ctx *pc, const cJSON *limits, sb_limits *out) {

@@ -7,6 +7,7 @@
 #include "clients.h"
 #include "fdlimit.h"
 #include "log.h"
+#include "memory.h"
 #include "relay.h"
 #include "signals.h"
 #include "status.h"
@@ -120,6 +121,8 @@ static void finish_round(sb_bus *d) {
     }
     d->ready_count = 0;
     sb_relay_flush(d);
+    if (d->over_budget)
+        sb_clients_enforce_budget(d); /* SB-X-17 */
     if (d->stdin_lost_count)
         sb_supervise_stdin_lost(d);
     for (int i = 0; i < d->doomed_count; i++) {
@@ -149,13 +152,26 @@ static void sweep_idle(sb_bus *d, int64_t now) {
             sb_frame_shrink(&c->in);
         if (!c->active && sb_outq_len(&c->out) == 0)
             sb_outq_clear(&c->out);
+        if (d->limits->max_client_memory)
+            sb_relay_recount(d, c); /* SB-X-17 */
         if (c->active || c->in.data || c->out.data)
             again = true;
         c->active = false;
     }
+    /* A worker's buffers grown for one large line go back too; those of
+     * the busy size stay, so a busy worker allocates nothing per message. */
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_peer *p = &d->workers[i].peer;
+        if (p->in.cap > SB_FRAME_BUSY_CAP && sb_frame_pending(&p->in) == 0)
+            sb_frame_shrink(&p->in);
+        if (p->out.cap > SB_FRAME_BUSY_CAP && sb_outq_len(&p->out) == 0)
+            sb_outq_clear(&p->out);
+    }
     d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
     if (again)
         sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
+    else
+        sb_memory_give_back(); /* the load is over: its freed pages go back (issue 27) */
 }
 
 /* SB-I-47: requests of departed clients may fill the pending table until
@@ -254,6 +270,8 @@ static int daemon_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }
+    if (opt->mode == SB_MODE_STDIO) /* SB-I-51: the one client has no one to share with */
+        d->router.client_share = STDIO_BUS_MAX_PENDING_REQUESTS;
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
         d->clients[i].in_fd = d->clients[i].out_fd = -1;
         d->free_clients[i] = STDIO_BUS_MAX_CONNECTIONS - 1 - i; /* hand out slot 0 first */
@@ -315,6 +333,7 @@ static void daemon_fini(sb_bus *d) {
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_bus d;
     sb_bus_self = &d;
+    sb_memory_tune();
     sb_fdlimit_raise(cfg->worker_count);
     int rc = daemon_init(&d, cfg, opt);
     if (rc == 0) {

@@ -17,10 +17,6 @@
 /* First allocation: large enough for typical JSON-RPC messages in one read,
  * small enough that many idle-but-used connections stay cheap. */
 #define SB_FRAME_MIN_CAP 4096
-/* A busy peer's storage grows to this size even when its lines are short,
- * which is the read size of libuv (64 KiB): one poll round then moves a
- * pipe's worth of lines. The idle sweep gives it back. */
-#define SB_FRAME_BUSY_CAP 65536
 
 void sb_frame_init(sb_frame *f, size_t max) {
     f->data = NULL;

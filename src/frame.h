@@ -10,6 +10,11 @@
 
 #include <stddef.h>
 
+/* A busy peer's storage grows to this size even when its lines are short,
+ * which is the read size of libuv (64 KiB): one poll round then moves a
+ * pipe's worth of lines. The idle sweep gives it back. */
+#define SB_FRAME_BUSY_CAP 65536
+
 typedef struct {
     char *data;
     size_t start;   /* first byte not yet returned as a line */

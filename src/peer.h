@@ -27,12 +27,15 @@ typedef struct sb_peer {
     int64_t ending_by_ms;     /* SB-I-41: input ended, answers owed until then; 0 = not */
     int64_t closing_since_ms; /* SB-X-14: not read, closed once out is written; 0 = not */
     bool in_eof;
-    bool doomed;    /* close after the current dispatch */
-    bool queued;    /* on the ready list: has buffered lines to process */
-    bool active;    /* read since the last idle sweep */
-    bool dirty;     /* on the flush list: out has bytes not yet tried */
-    bool in_parked; /* in_fd taken off the loop: hung up while paused */
-    char name[64];  /* log context */
+    bool doomed;          /* close after the current dispatch */
+    bool queued;          /* on the ready list: has buffered lines to process */
+    bool active;          /* read since the last idle sweep */
+    bool dirty;           /* on the flush list: out has bytes not yet tried */
+    bool in_parked;       /* in_fd taken off the loop: hung up while paused */
+    bool share_warned;    /* client: SB-I-51 said, until a request of it is recorded again */
+    bool upstream_warned; /* client: SB-I-52 said, until a worker request to it is recorded */
+    size_t counted;       /* client: the bytes of its buffers in d->client_bytes (SB-X-17) */
+    char name[64];        /* log context */
     /* its owner's loop handler (client connections / worker supervision) */
     void (*on_event)(void *data, int fd, short revents);
 } sb_peer;

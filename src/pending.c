@@ -14,7 +14,10 @@ int sb_pending_init(sb_pending *t, int capacity, int receivers, int senders) {
     t->buckets = malloc(buckets * sizeof *t->buckets);
     t->recv_head = malloc((size_t)receivers * sizeof *t->recv_head);
     t->send_head = malloc((size_t)senders * sizeof *t->send_head);
-    if (!t->entries || !t->buckets || !t->recv_head || !t->send_head) {
+    t->recv_count = calloc((size_t)receivers, sizeof *t->recv_count);
+    t->send_count = calloc((size_t)senders, sizeof *t->send_count);
+    if (!t->entries || !t->buckets || !t->recv_head || !t->send_head || !t->recv_count ||
+        !t->send_count) {
         sb_pending_fini(t);
         return STDIO_BUS_ERR;
     }
@@ -39,6 +42,8 @@ void sb_pending_fini(sb_pending *t) {
     free(t->buckets);
     free(t->recv_head);
     free(t->send_head);
+    free(t->recv_count);
+    free(t->send_count);
     memset(t, 0, sizeof *t);
 }
 
@@ -111,12 +116,14 @@ static int insert(sb_pending *t, int receiver, int sender, sb_idkey id, uint32_t
     if (r->recv_next != NIL)
         t->entries[r->recv_next].recv_prev = index;
     t->recv_head[receiver] = index;
+    t->recv_count[receiver]++;
 
     r->send_prev = NIL;
     r->send_next = t->send_head[sender];
     if (r->send_next != NIL)
         t->entries[r->send_next].send_prev = index;
     t->send_head[sender] = index;
+    t->send_count[sender]++;
 
     t->count++;
     return STDIO_BUS_OK;
@@ -150,6 +157,7 @@ static void unlink_sender(sb_pending *t, int32_t index) {
     if (r->send_next != NIL)
         t->entries[r->send_next].send_prev = r->send_prev;
     r->send_prev = r->send_next = NIL;
+    t->send_count[r->sender]--;
 }
 
 static void unlink_entry(sb_pending *t, int32_t index) {
@@ -165,6 +173,7 @@ static void unlink_entry(sb_pending *t, int32_t index) {
         t->recv_head[r->receiver] = r->recv_next;
     if (r->recv_next != NIL)
         t->entries[r->recv_next].recv_prev = r->recv_prev;
+    t->recv_count[r->receiver]--;
 
     if (r->sender >= 0)
         unlink_sender(t, index);

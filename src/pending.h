@@ -49,8 +49,10 @@ typedef struct {
     int capacity;
     uint64_t next_seq;
     int32_t *recv_head;
+    int *recv_count; /* entries per receiver (fair shares, SB-I-52) */
     int recv_slots;
     int32_t *send_head;
+    int *send_count; /* entries per sender, orphans not counted (SB-I-51) */
     int send_slots;
 } sb_pending;
 
@@ -80,6 +82,15 @@ int sb_pending_holds(const sb_pending *t, int receiver, sb_idkey id);
  * SB_PENDING_ORPHAN when its sender has left, or STDIO_BUS_ENOTFOUND. */
 int sb_pending_take(sb_pending *t, int receiver, sb_idkey id, const char *session,
                     size_t session_len);
+
+/* How many entries this receiver / this sender holds (orphans belong to
+ * no sender). */
+static inline int sb_pending_count_receiver(const sb_pending *t, int receiver) {
+    return t->recv_count[receiver];
+}
+static inline int sb_pending_count_sender(const sb_pending *t, int sender) {
+    return t->send_count[sender];
+}
 
 /* Removes every entry with this receiver / this sender, calling visit (may
  * be NULL) on each first. Returns how many were removed. */

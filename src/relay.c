@@ -182,6 +182,14 @@ static void output_failed(sb_bus *d, sb_peer *p, int rc) {
     }
 }
 
+void sb_relay_recount(sb_bus *d, sb_peer *c) {
+    size_t now = c->in.cap + c->out.cap;
+    d->client_bytes = d->client_bytes - c->counted + now;
+    c->counted = now;
+    if (d->client_bytes > d->limits->max_client_memory)
+        d->over_budget = true;
+}
+
 /* Lines at least this long are written at once, straight from the input
  * buffer; shorter ones are queued and written together at the end of the
  * round, one write(2) per destination instead of one per message. */
@@ -211,6 +219,8 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
             d->dirty[d->dirty_count++] = p;
         }
     }
+    if (d->limits->max_client_memory && p->kind == SB_PEER_CLIENT)
+        sb_relay_recount(d, p); /* SB-X-17 */
     if (sb_outq_over(&p->out)) {
         sb_relay_set_full(d, p, true);
         if (from && !from->blocked_on && from != p) {
@@ -241,19 +251,33 @@ void sb_relay_flush(sb_bus *d) {
     d->dirty_count = 0;
 }
 
-/* SB-I-8: under orphan_policy "error", a request that can no longer be
- * answered gets a JSON-RPC error instead of silence. */
-void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_len, const char *sid,
-                         size_t sid_len, const char *why) {
-    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || !client || client->kind != SB_PEER_CLIENT)
-        return;
+/* The error reply of SB-X-8 to the sender of a request, client or worker. */
+static void send_error_to(sb_bus *d, sb_peer *p, const char *id, size_t id_len, const char *sid,
+                          size_t sid_len, const char *why) {
     char reply[STDIO_BUS_MAX_REQUEST_ID_LEN + STDIO_BUS_MAX_SESSION_ID_LEN + 256];
     int n = snprintf(reply, sizeof reply,
                      "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"error\":{\"code\":-32000,\"message\":"
                      "\"stdio_bus: %s\"}%s%.*s}\n",
                      (int)id_len, id, why, sid_len ? ",\"sessionId\":" : "", (int)sid_len, sid);
     if (n > 0 && (size_t)n < sizeof reply)
-        sb_relay_send(d, client, reply, (size_t)n, NULL);
+        sb_relay_send(d, p, reply, (size_t)n, NULL);
+}
+
+/* SB-I-8: under orphan_policy "error", a request that can no longer be
+ * answered gets a JSON-RPC error instead of silence. */
+void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_len, const char *sid,
+                         size_t sid_len, const char *why) {
+    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || !client || client->kind != SB_PEER_CLIENT)
+        return;
+    send_error_to(d, client, id, id_len, sid, sid_len, why);
+}
+
+/* SB-I-52: likewise a worker's request that is not forwarded to its client. */
+static void answer_worker(sb_bus *d, sb_worker *w, const sb_fields *f, const char *why) {
+    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || w->peer.out_fd < 0)
+        return;
+    send_error_to(d, &w->peer, f->id.raw, f->id.raw_len, f->session_id.raw, f->session_id.raw_len,
+                  why);
 }
 
 /* ---- routing ------------------------------------------------------------ */
@@ -289,7 +313,15 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         return true;
     case SB_ROUTE_DROP:
         format_tokens(&r.fields, tokens, sizeof tokens);
-        if (r.why == SB_WHY_FOREIGN_SESSION)
+        if (r.why == SB_WHY_CLIENT_SHARE) { /* SB-I-51: one warning per episode */
+            if (!c->share_warned)
+                sb_warn(c->name,
+                        "discarding message:%s: %s (%d requests): its requests are refused until "
+                        "some are answered",
+                        tokens, sb_router_why(r.why),
+                        sb_pending_count_sender(&d->router.requests, c->index));
+            c->share_warned = true;
+        } else if (r.why == SB_WHY_FOREIGN_SESSION)
             sb_warn(c->name, "discarding message:%s: %s (client slot %d)", tokens,
                     sb_router_why(r.why), r.other);
         else
@@ -307,6 +339,10 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         }
         if (r.new_binding) /* SB-X-11 */
             sb_info(c->name, "bound to %s (affinity)", w->peer.name);
+        if (c->share_warned && r.is_request) { /* SB-I-51: the episode is over */
+            c->share_warned = false;
+            sb_info(c->name, "back within its share of the pending request table");
+        }
         sb_relay_send(d, &w->peer, line, len, c); /* SB-5.1.1-3: the bytes as received */
         return true;
     }
@@ -327,6 +363,17 @@ static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line,
         return r.why;
     case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
         format_tokens(&r.fields, tokens, sizeof tokens);
+        if (r.why == SB_WHY_UPSTREAM_SHARE || r.why == SB_WHY_UPSTREAM_FULL) {
+            sb_peer *c = &d->clients[r.target]; /* SB-I-52: one warning per episode */
+            if (!c->upstream_warned)
+                sb_warn(w->peer.name,
+                        "discarding request:%s to %s: %s: its requests to that client are "
+                        "discarded until it answers some",
+                        tokens, c->name, sb_router_why(r.why));
+            c->upstream_warned = true;
+            answer_worker(d, w, &r.fields, sb_router_why(r.why));
+            break;
+        }
         sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
         if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
             sb_relay_release_held(d); /* an orphan's id is free again */
@@ -336,6 +383,10 @@ static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line,
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
             sb_debug(w->peer.name, "-> %s:%s", c->name, tokens);
+        }
+        if (c->upstream_warned && r.fields.method.type && r.fields.id.type) {
+            c->upstream_warned = false; /* SB-I-52: a request to it was recorded again */
+            sb_info(c->name, "owes answers to fewer worker requests than its share again");
         }
         sb_relay_send(d, c, line, len, &w->peer); /* SB-4.2.3-3: pass-through */
         if (d->held_count && (r.fields.result.type || r.fields.error.type))
@@ -433,6 +484,8 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     sb_frame_commit(&p->in, (size_t)got);
     if (p->kind == SB_PEER_CLIENT) {
         p->active = true;
+        if (d->limits->max_client_memory)
+            sb_relay_recount(d, p); /* SB-X-17: its input buffer may have grown */
         if (!d->next_sweep_ms) {
             d->next_sweep_ms = sb_now_ms() + SB_IDLE_SWEEP_MS;
             sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);

@@ -48,6 +48,10 @@ void sb_relay_close_stdin(sb_bus *d, sb_peer *p);
  * messages, and it is put on d->stdin_lost for its supervision
  * (sb_supervise_stdin_lost) at the end of the round. */
 void sb_relay_stdin_lost(sb_bus *d, sb_peer *p);
+/* SB-X-17: with limits.max_client_memory set, brings d->client_bytes up to
+ * date with client c's buffers (call after they may have grown or shrunk);
+ * d->over_budget is set when the sum goes over the budget. */
+void sb_relay_recount(sb_bus *d, sb_peer *c);
 /* Queues one line for p; from (may be NULL) is paused when p's queue goes
  * over its cap. */
 void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from);

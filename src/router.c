@@ -8,7 +8,8 @@
 int sb_router_init(sb_router *r, int workers, int client_slots) {
     memset(r, 0, sizeof *r);
     r->running = calloc((size_t)workers, sizeof *r->running);
-    if (!r->running ||
+    r->orphans_on = calloc((size_t)(workers ? workers : 1), sizeof *r->orphans_on);
+    if (!r->running || !r->orphans_on ||
         sb_sessions_init(&r->sessions, STDIO_BUS_MAX_SESSIONS, workers, client_slots) < 0 ||
         sb_pending_init(&r->requests, STDIO_BUS_MAX_PENDING_REQUESTS, workers, client_slots) < 0 ||
         sb_pending_init(&r->upstream, STDIO_BUS_MAX_PENDING_REQUESTS, client_slots, workers) < 0) {
@@ -17,6 +18,9 @@ int sb_router_init(sb_router *r, int workers, int client_slots) {
     }
     r->worker_count = workers;
     r->client_slots = client_slots;
+    r->client_share = SB_ROUTER_CLIENT_SHARE;
+    r->upstream_share = SB_ROUTER_UPSTREAM_SHARE;
+    r->orphan_budget = SB_ROUTER_ORPHAN_BUDGET;
     return STDIO_BUS_OK;
 }
 
@@ -26,6 +30,7 @@ void sb_router_fini(sb_router *r) {
     sb_pending_fini(&r->upstream);
     sb_affinity_fini(&r->affinity);
     free(r->running);
+    free(r->orphans_on);
     memset(r, 0, sizeof *r);
 }
 
@@ -33,25 +38,46 @@ void sb_router_set_running(sb_router *r, int worker, bool running) {
     r->running[worker] = running;
 }
 
+typedef struct {
+    sb_router *r;
+    void (*on_request)(void *, const sb_request *);
+    void *ctx;
+} drop_visit;
+
+static void orphan_visit_request(void *ctx, const sb_request *q) {
+    drop_visit *v = ctx;
+    v->r->orphans_on[q->receiver]++; /* SB-I-53: the worker that holds it */
+    if (v->on_request)
+        v->on_request(v->ctx, q);
+}
+
 int sb_router_drop_client(sb_router *r, int client, void (*on_request)(void *, const sb_request *),
                           void *ctx, int *requests) {
+    drop_visit v = {r, on_request, ctx};
     int sessions = sb_sessions_drop_client(&r->sessions, client, NULL, NULL);
-    *requests = sb_pending_orphan_sender(&r->requests, client, on_request, ctx);
+    *requests = sb_pending_orphan_sender(&r->requests, client, orphan_visit_request, &v);
     r->orphans += *requests;
     sb_pending_drop_receiver(&r->upstream, client, NULL, NULL);
     return sessions;
+}
+
+int sb_router_orphan_excess(const sb_router *r) {
+    return r->orphans - r->orphan_budget;
+}
+
+int sb_router_orphan_holder(const sb_router *r) {
+    int holder = -1;
+    for (int w = 0; w < r->worker_count; w++)
+        if (r->running[w] && r->orphans_on[w] > 0 &&
+            (holder < 0 || r->orphans_on[w] > r->orphans_on[holder]))
+            holder = w;
+    return holder;
 }
 
 int sb_router_drop_sessions(sb_router *r, int worker,
                             void (*on_session)(void *, const sb_session *), void *ctx) {
     return sb_sessions_drop_worker(&r->sessions, worker, on_session, ctx);
 }
-
-typedef struct {
-    sb_router *r;
-    void (*on_request)(void *, const sb_request *);
-    void *ctx;
-} drop_visit;
 
 static void drop_visit_request(void *ctx, const sb_request *q) {
     drop_visit *v = ctx;
@@ -65,6 +91,7 @@ int sb_router_drop_worker(sb_router *r, int worker, void (*on_request)(void *, c
                           void *ctx) {
     drop_visit v = {r, on_request, ctx};
     int n = sb_pending_drop_receiver(&r->requests, worker, drop_visit_request, &v);
+    r->orphans_on[worker] = 0;
     sb_pending_drop_sender(&r->upstream, worker, NULL, NULL);
     return n;
 }
@@ -259,9 +286,17 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
         q.session_len = has_sid ? sid->raw_len : 0;
     }
     const sb_request_key *request = has_id ? &q : NULL;
-    if (has_id && r->requests.count >= r->requests.capacity) {
-        drop(&d, SB_WHY_PENDING_FULL); /* SB-I-18 */
-        return d;
+    if (has_id) {
+        /* SB-I-51: a quarter of the table, or more while as much stays free */
+        int held = sb_pending_count_sender(&r->requests, client);
+        if (held >= r->client_share && held >= r->requests.capacity - r->requests.count) {
+            drop(&d, SB_WHY_CLIENT_SHARE);
+            return d;
+        }
+        if (r->requests.count >= r->requests.capacity) {
+            drop(&d, SB_WHY_PENDING_FULL); /* SB-I-18 */
+            return d;
+        }
     }
 
     int target;
@@ -318,6 +353,23 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     return d;
 }
 
+/* SB-I-52: a worker's request to client d->target is recorded unless the
+ * client already owes its share of answers, or the table is full: then it
+ * is dropped (false), and goes nowhere. */
+static bool record_upstream(sb_router *r, sb_route *d, int worker, const char *session,
+                            size_t session_len) {
+    if (sb_pending_count_receiver(&r->upstream, d->target) >= r->upstream_share) {
+        drop(d, SB_WHY_UPSTREAM_SHARE);
+        return false;
+    }
+    if (sb_pending_add(&r->upstream, d->target, worker, key_of(&d->fields.id), session,
+                       session_len) < 0) {
+        drop(d, SB_WHY_UPSTREAM_FULL);
+        return false;
+    }
+    return true;
+}
+
 sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_t len) {
     sb_route d = {0};
     if (!extract(&d, line, len))
@@ -330,8 +382,10 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
                                               has_sid ? sid->raw : NULL, has_sid ? sid->raw_len : 0)
                             : STDIO_BUS_ENOTFOUND;
         if (client < 0) { /* SB-6.3.1-4, SB-I-23 */
-            if (client == SB_PENDING_ORPHAN)
+            if (client == SB_PENDING_ORPHAN) {
                 r->orphans--; /* its entry is gone with the answer */
+                r->orphans_on[worker]--;
+            }
             drop(&d, client == SB_PENDING_ORPHAN ? SB_WHY_CLIENT_GONE : SB_WHY_UNKNOWN_ID);
             return d;
         }
@@ -345,12 +399,13 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
             drop(&d, SB_WHY_UNKNOWN_SESSION);
             return d;
         }
-        if (has_id && d.fields.method.type != SB_JSON_ABSENT)
-            /* SB-I-15: remember the server-to-client request so the client's
-             * reply finds its way back. A full table only loses that. */
-            sb_pending_add(&r->upstream, s->client, worker, key_of(id), sid->raw, sid->raw_len);
-        d.action = SB_ROUTE_TO_CLIENT;
         d.target = s->client;
+        if (has_id && d.fields.method.type != SB_JSON_ABSENT &&
+            /* SB-I-15: remember the server-to-client request so the client's
+             * reply finds its way back (SB-I-52: within the client's share). */
+            !record_upstream(r, &d, worker, sid->raw, sid->raw_len))
+            return d;
+        d.action = SB_ROUTE_TO_CLIENT;
         return d;
     }
     if (r->affinity_mode) { /* SB-X-12 */
@@ -359,11 +414,12 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
             drop(&d, client == SB_AFFINITY_SHARED ? SB_WHY_SHARED_WORKER : SB_WHY_UNBOUND_WORKER);
             return d;
         }
-        if (has_id && d.fields.method.type != SB_JSON_ABSENT)
-            /* SB-X-13: the client's answer goes back to this worker (SB-I-14) */
-            sb_pending_add(&r->upstream, client, worker, key_of(id), NULL, 0);
-        d.action = SB_ROUTE_TO_CLIENT;
         d.target = client;
+        if (has_id && d.fields.method.type != SB_JSON_ABSENT &&
+            /* SB-X-13: the client's answer goes back to this worker (SB-I-14) */
+            !record_upstream(r, &d, worker, NULL, 0))
+            return d;
+        d.action = SB_ROUTE_TO_CLIENT;
         return d;
     }
     drop(&d, SB_WHY_UNROUTABLE); /* SB-6.3.3 */
@@ -412,6 +468,12 @@ const char *sb_router_why(sb_route_why why) {
         return "no sessionId, and no client is bound to the worker";
     case SB_WHY_SHARED_WORKER:
         return "no sessionId, and several clients are bound to the worker";
+    case SB_WHY_CLIENT_SHARE:
+        return "the client has its share of the pending request table in flight";
+    case SB_WHY_UPSTREAM_SHARE:
+        return "the client owes answers to its share of worker requests";
+    case SB_WHY_UPSTREAM_FULL:
+        return "the table of worker requests awaiting client answers is full";
     case SB_WHY_ID_IN_USE:
         return "an id of the same value is pending on the worker";
     }

@@ -46,6 +46,9 @@ typedef enum {
     SB_WHY_WORKER_DOWN,    /* SB-X-11: the connection's worker is not running */
     SB_WHY_UNBOUND_WORKER, /* SB-X-12: no sessionId, and no client is bound to the worker */
     SB_WHY_SHARED_WORKER,  /* SB-X-12: no sessionId, and several clients are bound to it */
+    SB_WHY_CLIENT_SHARE,   /* SB-I-51: the client holds its share of the pending table */
+    SB_WHY_UPSTREAM_SHARE, /* SB-I-52: the client holds its share of worker requests (target) */
+    SB_WHY_UPSTREAM_FULL,  /* SB-I-52: the table of worker requests is full (target) */
     /* HOLD */
     SB_WHY_ID_IN_USE
 } sb_route_why;
@@ -71,8 +74,23 @@ typedef struct {
     int rr_next;                    /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
     sb_affinity_mode affinity_mode; /* SB_AFFINITY_NONE unless sb_router_set_affinity */
     sb_affinity affinity;           /* allocated only when affinity_mode is set */
-    int orphans; /* requests of clients that have left, still pending (SB-I-23, SB-I-47) */
+    int orphans;        /* requests of clients that have left, still pending (SB-I-23, SB-I-47) */
+    int *orphans_on;    /* per worker: how many of them it holds (SB-I-53) */
+    int client_share;   /* SB-I-51: requests one client may always have pending */
+    int upstream_share; /* SB-I-52: most worker requests one client may owe answers to */
+    int orphan_budget;  /* SB-I-53: most requests of departed clients before one is shed */
 } sb_router;
+
+/* Fair shares of the tables (SB-I-51..SB-I-53): a quarter of the pending
+ * table per client, or more while as many entries stay free (so a client
+ * alone may have half of it in flight, and one client, or two, never fill
+ * it); 256
+ * requests of workers awaiting one client's answers (a client that owes
+ * more answers than that is not answering); half the table for the
+ * requests of clients that have left. */
+#define SB_ROUTER_CLIENT_SHARE   (STDIO_BUS_MAX_PENDING_REQUESTS / 4)
+#define SB_ROUTER_UPSTREAM_SHARE 256
+#define SB_ROUTER_ORPHAN_BUDGET  (STDIO_BUS_MAX_PENDING_REQUESTS / 2)
 
 /* Allocates every table once, sized from the hard limits. Workers start
  * not running. Returns 0 or STDIO_BUS_ERR. */
@@ -112,6 +130,12 @@ int sb_router_drop_sessions(sb_router *r, int worker,
  * count). Returns how many requests were discarded. */
 int sb_router_drop_worker(sb_router *r, int worker, void (*on_request)(void *, const sb_request *),
                           void *ctx);
+/* SB-I-53: how far the requests of departed clients exceed their budget
+ * (<= 0: within it), and the running worker holding the most of them (-1
+ * when none does). */
+int sb_router_orphan_excess(const sb_router *r);
+int sb_router_orphan_holder(const sb_router *r);
+
 /* Whether the client has a request pending on a worker. */
 bool sb_router_client_has_pending(const sb_router *r, int client);
 /* Whether the pending request table is full (SB-I-47). */

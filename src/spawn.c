@@ -43,8 +43,8 @@ static char **build_env(char *const extra[]) {
     return env;
 }
 
-static void child_exec(const char *path, char *const argv[], char **env, int in[2], int out[2],
-                       int err[2], int report_fd) {
+static void child_exec(const char *path, char *const argv[], char **env, unsigned flags, int in[2],
+                       int out[2], int err[2], int report_fd) {
     /* Reset what the daemon changed: handlers and mask are inherited. The
      * dispositions go first, while every signal is still blocked (see
      * sb_spawn), so none of the daemon's handlers can run in the child. */
@@ -55,6 +55,8 @@ static void child_exec(const char *path, char *const argv[], char **env, int in[
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
 
+    if ((flags & SB_SPAWN_GROUP) && setpgid(0, 0) < 0)
+        goto failed;
     if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0 ||
         dup2(err[1], STDERR_FILENO) < 0)
         goto failed;
@@ -66,8 +68,8 @@ failed:;
     _exit(127);
 }
 
-int sb_spawn(const char *path, char *const argv[], char *const extra_env[], sb_child *child,
-             int *exec_errno) {
+int sb_spawn(const char *path, char *const argv[], char *const extra_env[], unsigned flags,
+             sb_child *child, int *exec_errno) {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
     *exec_errno = 0;
     child->pid = -1;
@@ -88,8 +90,10 @@ int sb_spawn(const char *path, char *const argv[], char *const extra_env[], sb_c
         goto fail;
     pid_t pid = fork();
     if (pid == 0)
-        child_exec(path, argv, env, in, out, err, report[1]);
+        child_exec(path, argv, env, flags, in, out, err, report[1]);
     int fork_errno = errno;
+    if (pid > 0 && (flags & SB_SPAWN_GROUP))
+        setpgid(pid, pid); /* as the child does: EACCES once it has exec'd, when it did already */
     sigprocmask(SIG_SETMASK, &saved_mask, NULL);
     if (pid < 0) {
         errno = fork_errno;

@@ -16,12 +16,19 @@ typedef struct {
     int stderr_fd; /* read end, non-blocking, close-on-exec */
 } sb_child;
 
+/* flags of sb_spawn */
+#define SB_SPAWN_GROUP 1u /* the child leads a process group of its own (pgid = pid) */
+
 /* Starts path with argv and the daemon's environment plus the NULL-
- * terminated "KEY=VALUE" strings in extra_env.
+ * terminated "KEY=VALUE" strings in extra_env. With SB_SPAWN_GROUP the
+ * child is made the leader of a new process group before exec (setpgid in
+ * the child and in the parent, so the group exists whichever runs first):
+ * kill(-pid, sig) then reaches whatever it starts, unless that leaves the
+ * group itself.
  * Returns 0 when exec succeeded; STDIO_BUS_ERR with errno set when pipes
  * or fork failed (no child) or exec failed (child reaped; *exec_errno set,
  * child->pid = the reaped pid). */
-int sb_spawn(const char *path, char *const argv[], char *const extra_env[], sb_child *child,
-             int *exec_errno);
+int sb_spawn(const char *path, char *const argv[], char *const extra_env[], unsigned flags,
+             sb_child *child, int *exec_errno);
 
 #endif

@@ -380,22 +380,42 @@ static void on_worker_stderr(void *data, int fd, short revents) {
     }
 }
 
+static sb_worker *worker_of_pid(sb_bus *d, pid_t pid) {
+    for (int i = 0; i < d->worker_count; i++)
+        if (d->workers[i].pid == pid)
+            return &d->workers[i];
+    return NULL;
+}
+
 void sb_supervise_reap(sb_bus *d) {
     /* SB-7.1.1-2: WNOHANG in a loop; one SIGCHLD may stand for many exits. */
     for (;;) {
+        /* Look before reaping (WNOWAIT): while a worker is a zombie its
+         * process group id cannot be reused, so what it left in its group
+         * is killed without hitting anyone else (SB-X-18). */
+        siginfo_t info;
+        info.si_pid = 0;
+        if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (info.si_pid <= 0)
+            return;
+        sb_worker *w = worker_of_pid(d, info.si_pid);
+        if (w)
+            sb_worker_end_group(w);
         int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid < 0 && errno == EINTR)
-            continue;
+        pid_t pid;
+        do
+            pid = waitpid(info.si_pid, &status, WNOHANG);
+        while (pid < 0 && errno == EINTR);
         if (pid <= 0)
             return;
-        for (int i = 0; i < d->worker_count; i++) {
-            if (d->workers[i].pid == pid) {
-                /* Routing its last lines may fail it (5.3): no signal then. */
-                d->workers[i].reaped = true;
-                sb_supervise_exited(d, &d->workers[i], status);
-                break;
-            }
+        if (w) {
+            /* Routing its last lines may fail it (5.3): no signal then. */
+            w->reaped = true;
+            sb_supervise_exited(d, w, status);
         }
     }
 }
@@ -473,6 +493,28 @@ static bool affinity_worker_exited(sb_bus *d, sb_worker *w) {
             sb_relay_close_if_flushed(d, c);
     }
     return w->pool->per_connection;
+}
+
+/* SB-I-53: requests of departed clients stay until their worker answers
+ * or exits (SB-I-47). Past their budget, the worker that holds the most of
+ * them, and answers none, is the one to restart, as SB-I-17 does with a
+ * worker that stops reading: its exit discards them. */
+void sb_supervise_shed_orphans(sb_bus *d) {
+    int excess = sb_router_orphan_excess(&d->router);
+    while (excess > 0) {
+        int id = sb_router_orphan_holder(&d->router);
+        if (id < 0)
+            return; /* the rest are on workers already on their way out */
+        sb_worker *w = &d->workers[id];
+        int held = d->router.orphans_on[id];
+        sb_supervise_fail(d, w, SB_KEEP_OUTPUT,
+                          "holds %d unanswered request(s) of clients that have left, more than "
+                          "departed clients may hold (%d in all)",
+                          held, d->router.orphan_budget);
+        if (d->router.running[id])
+            return; /* could not be failed: never loop on it */
+        excess -= held;
+    }
 }
 
 void sb_supervise_kill_remaining(sb_bus *d) {

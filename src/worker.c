@@ -59,7 +59,10 @@ int sb_worker_start(sb_worker *w) {
     w->pid = -1;
     w->reaped = false;
     sb_worker_name(w);
-    if (sb_spawn(w->pool->resolved, w->pool->argv, extra_env, &child, &exec_errno) < 0) {
+    /* A connection's worker leads a process group, so that stopping it
+     * stops what it started too (issue 27): see sb_worker_signal. */
+    unsigned flags = w->pool->affinity ? SB_SPAWN_GROUP : 0;
+    if (sb_spawn(w->pool->resolved, w->pool->argv, extra_env, flags, &child, &exec_errno) < 0) {
         if (exec_errno)
             sb_error(w->peer.name, "exec %s failed: %s", w->pool->resolved, strerror(exec_errno));
         else
@@ -85,7 +88,12 @@ int sb_worker_start(sb_worker *w) {
 
 void sb_worker_signal(sb_worker *w, int sig) {
     if (w->pid > 0 && !w->reaped) /* a reaped pid may be someone else's by now */
-        kill(w->pid, sig);
+        kill(w->pool->affinity ? -w->pid : w->pid, sig);
+}
+
+void sb_worker_end_group(sb_worker *w) {
+    if (w->pool->affinity && w->pid > 0 && !w->reaped)
+        kill(-w->pid, SIGKILL);
 }
 
 static int64_t now_ms(void) {

@@ -64,8 +64,15 @@ void sb_worker_fini(sb_worker *w);
  * state is its supervision's (supervise.c), which sets it around this. */
 int sb_worker_start(sb_worker *w);
 
-/* Sends sig to the process if it exists and was not reaped yet. */
+/* Sends sig to the process if it exists and was not reaped yet; for a
+ * worker of a pool with connection affinity (SB-X-18), to its process
+ * group: the worker and whatever it started. */
 void sb_worker_signal(sb_worker *w, int sig);
+
+/* SB-X-18: the worker has exited but is not reaped yet (its zombie keeps
+ * the group id from being reused): SIGKILL to what is left in its process
+ * group. Does nothing for other workers. */
+void sb_worker_end_group(sb_worker *w);
 
 /* Reads the worker's stderr and relays each complete line to the daemon's
  * stderr with the worker's context (SB-I-7), within SB_WORKER_STDERR_BUDGET

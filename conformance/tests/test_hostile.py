@@ -245,19 +245,33 @@ def _wait_gone(d, link):
         time.sleep(POLL)
 
 
-def _orphans_fill_the_table(bus):
-    """A client fills the pending table with requests the worker does not
-    answer, then disconnects. Returns another client."""
-    d = bus.daemon
-    a, link = _leave(bus, bus.client)
-    a.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"pend-{i}", "method": "test/p",
+def _pipelined_unanswered(c, prefix, n):
+    c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"{prefix}-{i}", "method": "test/p",
                                 "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
-                    for i in range(MAX_PENDING)))
-    bus.worker_log().wait_count(lambda r: r.kind == "in" and b'"pend-' in r.raw, MAX_PENDING, 10,
-                                f"requests received by the worker ({MAX_PENDING} sent)")
-    a.close()
-    _wait_gone(d, link)
-    return bus.client()
+                    for i in range(n)))
+
+
+def _orphans_fill_the_table(bus):
+    """Fills the pending table with requests the worker does not answer:
+    half from two clients that then disconnect, half from two that stay, a
+    quarter each (a daemon may cap one client's share, SB-I-51, and what
+    departed clients leave, SB-I-53). Returns another client and the two
+    that stay."""
+    d = bus.daemon
+    quarter = MAX_PENDING // 4
+    for k in range(2):
+        a, link = _leave(bus, bus.client)
+        _pipelined_unanswered(a, f"pend-{k}", quarter)
+        bus.worker_log().wait_count(lambda r: r.kind == "in" and f'"pend-{k}-'.encode() in r.raw,
+                                    quarter, 10, f"requests received by the worker ({quarter} sent)")
+        a.close()
+        _wait_gone(d, link)
+    stay = [bus.client(), bus.client()]
+    for k, c in enumerate(stay):
+        _pipelined_unanswered(c, f"live-{k}", quarter)
+    bus.worker_log().wait_count(lambda r: r.kind == "in" and b'"live-' in r.raw, 2 * quarter, 10,
+                                f"requests received by the worker ({2 * quarter} sent)")
+    return bus.client(), stay
 
 
 def _not_forwarded(bus, c, req_id):
@@ -284,12 +298,12 @@ def _served_again(c, deadline=None):
 @pytest.mark.clause("SB-I-47", "SB-I-23")
 def test_requests_of_a_departed_client_count_until_the_worker_answers_them(bus):
     bus.start(instances=1)
-    b = _orphans_fill_the_table(bus)
+    b, stay = _orphans_fill_the_table(bus)
     assert _not_forwarded(bus, b, "b-over"), \
-        "a request went through while the table was full of a departed client's requests"
+        "a request went through while the table was full, half of it of departed clients' requests"
     # the worker answers them now: the answers reach no one, and the table has room again
-    emit = "".join(json.dumps({"jsonrpc": "2.0", "id": f"pend-{i}", "result": "late"}) + "\n"
-                   for i in range(MAX_PENDING))
+    emit = "".join(json.dumps({"jsonrpc": "2.0", "id": f"pend-{k}-{i}", "result": "late"}) + "\n"
+                   for k in range(2) for i in range(MAX_PENDING // 4))
     b.notify("test/answer", params={"mock": {"emit": emit}})
     assert _served_again(b)["result"]["method"] == "echo"
     late = [x for x in b.received + b.pending_lines() if b'"late"' in x]
@@ -301,7 +315,7 @@ def test_requests_of_a_departed_client_count_until_the_worker_answers_them(bus):
 @pytest.mark.clause("SB-I-47", "SB-I-8")
 def test_requests_of_a_departed_client_count_until_the_worker_exits(bus):
     bus.start(instances=1)  # the restart after the exit comes at the daemon's own pace
-    b = _orphans_fill_the_table(bus)
+    b, stay = _orphans_fill_the_table(bus)
     assert _not_forwarded(bus, b, "b-over")
     b.notify("test/exit", params={"mock": {"exit": 0}})  # notifications need no table entry
     # one wait plus a restart delay (the spec gives no number)

@@ -757,24 +757,35 @@ def test_message_beyond_the_session_table_is_discarded_and_the_client_kept(bus):
     assert c.request(session="sess-1")["sessionId"] == "sess-1"  # existing sessions still work
 
 
-def fill_pending(c, log, n):
-    """n requests the worker never answers (pipelined), all delivered."""
-    c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": f"pend-{i}", "method": "test/p",
-                                "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
-                    for i in range(n)))
-    log.wait_count(lambda r: r.kind == "in" and b'"pend-' in r.raw, n, 10,
-                   f"requests received by the worker ({n} sent)")
+def fill_pending(bus, n):
+    """n requests the worker never answers (pipelined), all delivered: from
+    the one client in stdio mode, from four clients in the socket modes, a
+    quarter each (a daemon may cap one client's share, SB-I-51). Returns
+    [(client, its ids)]."""
+    clients = [bus.client()] if bus.mode == "stdio" else [bus.client() for _ in range(4)]
+    per = n // len(clients)
+    filled = []
+    for k, c in enumerate(clients):
+        ids = [f"pend-{k * per + i}" for i in range(per)]
+        c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "test/p",
+                                    "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
+                        for i in ids))
+        filled.append((c, ids))
+    bus.worker_log().wait_count(lambda r: r.kind == "in" and b'"pend-' in r.raw, n, 10,
+                                f"requests received by the worker ({n} sent)")
+    return filled
 
 
-def answer_all(c, ids, expect, via=None):
-    """Makes the one worker answer every id in ids (in order); returns the
-    ids of the responses the client got: `expect` of them, then whatever came
-    before a sentinel sent once the table had room again. `via`: the client
-    that asks the worker to answer (default c itself)."""
+def answer_all(filled, extra=(), via=None):
+    """Makes the one worker answer every id of `filled` and `extra` (in
+    order); returns, per client, the ids of the responses it got: its own
+    share, then whatever came before a sentinel sent once the table had room
+    again. `via`: the client that asks the worker to answer (default the
+    first filling client)."""
+    ids = [i for _, own in filled for i in own] + list(extra)
     emit = "".join(json.dumps({"jsonrpc": "2.0", "id": i, "result": "late"}) + "\n" for i in ids)
-    (via or c).notify("test/answer", params={"mock": {"emit": emit}})
-    got = [c.recv_line(timeout=10) for _ in range(expect)]
-    return answered_ids(got + c.sync())
+    (via or filled[0][0]).notify("test/answer", params={"mock": {"emit": emit}})
+    return [answered_ids([c.recv_line(timeout=10) for _ in own] + c.sync()) for c, own in filled]
 
 
 @pytest.mark.modes("unix", "tcp")  # a second client asks for the answers (see below)
@@ -789,23 +800,22 @@ def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
     # pending: the worker does not get it while the 4096 are unanswered. A
     # second client triggers the answers, as the first one may be held.
     bus.start(instances=1)
-    c, trigger = bus.client(), bus.client()
+    filled = fill_pending(bus, MAX_PENDING)  # four clients, a quarter each (SB-I-51)
+    last, trigger = bus.client(), bus.client()  # a fifth client, within any share
     log = bus.worker_log()
-    fill_pending(c, log, MAX_PENDING)
-    c.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
-                 "params": {"mock": {"no_reply": True}}})
-    c.notify("test/after-over")  # not a request: no table keeps it out
-    try:  # a daemon that holds c's input keeps this back too: then 1 s is lost, no more
+    last.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
+                    "params": {"mock": {"no_reply": True}}})
+    last.notify("test/after-over")  # not a request: no table keeps it out
+    try:  # a daemon that holds last's input keeps this back too: then 1 s is lost, no more
         log.wait_received(b'"test/after-over"', timeout=1.0)
     except DaemonTimeout:
         pass
-    ids = [f"pend-{i}" for i in range(MAX_PENDING)] + ["pend-over"]
     try:
-        got = answer_all(c, ids, MAX_PENDING, via=trigger)
+        got = answer_all(filled, extra=["pend-over"], via=trigger)
     except ConnectionClosed:
-        pytest.fail("the daemon closed the client instead of tracking its 4096 requests")
-    missing = set(ids[:-1]) - got
-    assert not missing, f"{len(missing)} of {MAX_PENDING} pending requests lost their response"
+        pytest.fail("the daemon closed a client instead of tracking its requests")
+    missing = sum(len(set(own) - ids) for (_, own), ids in zip(filled, got))
+    assert not missing, f"{missing} of {MAX_PENDING} pending requests lost their response"
     order = [r.raw for r in log.records() if r.kind == "in"]
     at = lambda needle: next((i for i, raw in enumerate(order) if needle in raw), len(order))
     # (a held pend-over, let through as the first answers free the table, may
@@ -818,9 +828,9 @@ def test_daemon_tracks_4096_pending_requests_and_no_more(bus):
 @pytest.mark.clause("SB-I-18")
 def test_request_beyond_the_pending_table_is_discarded_and_the_client_kept(bus):
     d = bus.start(instances=1)
-    c = bus.client()
+    filled = fill_pending(bus, MAX_PENDING)
     log = bus.worker_log()
-    fill_pending(c, log, MAX_PENDING)
+    c = bus.client()  # in the socket modes, a fifth client, within any share
     since = d.stderr_mark()
     c.send_json({"jsonrpc": "2.0", "id": "pend-over", "method": "test/p",
                  "params": {"mock": {"no_reply": True}}})
@@ -828,7 +838,7 @@ def test_request_beyond_the_pending_table_is_discarded_and_the_client_kept(bus):
     log.wait_received(b'"test/marker"')
     assert not any(b'"pend-over"' in x for x in log.received()), "the 4097th request was forwarded"
     d.wait_log("WARN", since=since)
-    answer_all(c, [f"pend-{i}" for i in range(MAX_PENDING)], MAX_PENDING)
+    answer_all(filled)
     assert c.request()["result"]["method"] == "echo"  # the table frees up
 
 

@@ -344,24 +344,85 @@ def test_a_full_pending_table_says_how_much_of_it_departed_clients_hold(
     log = tmp_path / "w.log"
     cfg = {"pools": [mock_pool(mock_bin, log, 1)]}
     d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
-    try:
-        a = d.connect()
-        a.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "hold",
+
+    def hold(c, first, n):
+        c.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": first + i, "method": "hold",
                                     "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
-                        for i in range(4000)))
+                        for i in range(n)))
+
+    def received(n):
         deadline = time.monotonic() + 10 * SCALE
-        while sum(r[3] == "in" for r in read_worker_log(log)) < 4000:
-            assert time.monotonic() < deadline, "the worker did not receive the 4000 requests"
+        while sum(r[3] == "in" for r in (read_worker_log(log) if log.exists() else [])) < n:
+            assert time.monotonic() < deadline, f"the worker did not receive the {n} requests"
             time.sleep(0.01)  # poll interval: the mock's log has no change notification
-        a.close()
-        d.wait_stderr("4000 pending request(s) discarded")
+
+    try:
+        # Two clients leave a quarter of the table each (their share, SB-I-51),
+        # two others keep theirs: the table is full, half of it orphans.
+        for k in range(2):
+            a = d.connect()
+            hold(a, k * 1024, 1024)
+            received((k + 1) * 1024)
+            a.close()
+            d.wait_stderr("1024 pending request(s) discarded", count=k + 1)
+        stay = [d.connect() for _ in range(2)]
+        for k, c in enumerate(stay):
+            hold(c, 2048 + k * 1024, 1024)
+        received(4096)
         b = d.connect()
         # ids the orphans do not hold: those would wait for them instead (SB-I-45)
-        b.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": 10000 + i, "method": "more",
-                                    "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
-                        for i in range(100)))
+        hold(b, 10000, 100)
         d.wait_stderr("pending request table full")
-        err = d.wait_stderr("4000 of them for clients that have left")
+        err = d.wait_stderr("2048 of them for clients that have left")
         assert err.count("pending request table full (4096 entries") == 1, "once per episode"
+        assert "more than departed clients may hold" not in err, "half the table is within the budget"
     finally:
         d.kill()
+
+
+# -- a connection's processes end with it (issue 27, item 2; SB-X-18) --------------------
+def live_processes_with(arg):
+    """Pids of live (not zombie) processes with this exact argument."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if arg in cmdline and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+def test_100_per_connection_workers_that_fork_leave_no_process_behind(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    # The worker leaves a child behind (a shell wrapper with a background job):
+    # 100 connections made 100 orphans when only the worker's pid was signalled.
+    token = f"{300 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6:06d}".encode()
+    script = f'sleep {token.decode()} & exec "$0"'
+    cfg = {"pools": [{"id": "pc", "command": "/bin/sh", "args": ["-c", script, mock_bin],
+                      "instances": 8, "spawn": "per_connection"}],
+           "limits": {"drain_timeout_sec": 2}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        for i in range(100):
+            c = d.connect()
+            c.send_json({"jsonrpc": "2.0", "id": i, "method": "ping"})
+            assert c.line() is not None, f"connection {i} was not served"
+            c.close()
+            d.wait_stderr("its client left: stopping it", count=i + 1)
+        deadline = time.monotonic() + 20 * SCALE
+        while True:
+            children = open(f"/proc/{d.pid}/task/{d.pid}/children").read().split()
+            left = live_processes_with(token)
+            if not children and not left:
+                break
+            assert time.monotonic() < deadline, \
+                f"{len(children)} worker(s) and {len(left)} of their children still alive"
+            time.sleep(0.05)  # poll interval
+        assert d.stop() == 0
+    finally:
+        d.kill()
+        for pid in live_processes_with(token):
+            os.kill(pid, 9)

@@ -355,6 +355,7 @@ Test(config, omitted_limits_take_every_default_of_8_1) {
     cr_assert_eq(cfg.limits.backpressure_timeout_sec, 60);
     cr_assert_eq(cfg.limits.restart_backoff_ms, SB_DEFAULT_RESTART_BACKOFF_MS);
     cr_assert_eq(cfg.limits.restart_backoff_max_ms, SB_DEFAULT_RESTART_BACKOFF_MAX_MS);
+    cr_assert_eq(cfg.limits.max_client_memory, 0, "SB-X-17: no budget unless one is given");
 }
 
 Test(config, empty_limits_object_takes_every_default) {
@@ -391,6 +392,8 @@ static long limit_value(const sb_limits *l, const char *key) {
         return l->restart_backoff_ms;
     if (!strcmp(key, "restart_backoff_max_ms"))
         return l->restart_backoff_max_ms;
+    if (!strcmp(key, "max_client_memory"))
+        return (long)l->max_client_memory;
     cr_assert_fail("unknown limit %s", key);
     return -1;
 }
@@ -434,6 +437,7 @@ static const limit_bounds bounds[] = {
     {"max_restarts", 0, 10000},         {"restart_window_sec", 1, 86400L * 365},
     {"drain_timeout_sec", 1, 86400},    {"backpressure_timeout_sec", 1, 86400L * 365},
     {"restart_backoff_ms", 1, 3600000}, {"restart_backoff_max_ms", 1, 86400000},
+    {"max_client_memory", 1, 1L << 40},
 };
 
 Test(config, each_limit_accepts_its_bounds_and_names_itself_beyond_them) {

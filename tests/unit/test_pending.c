@@ -379,3 +379,28 @@ Test(pending, slots_are_reused_over_100k_operations_against_a_model) {
     cr_assert_eq(total, model_count);
     cr_assert_eq(t.count, 0);
 }
+
+/* ---- counts per receiver and per sender (fair shares, SB-I-51, SB-I-52) -- */
+
+Test(pending, counts_follow_adds_takes_orphans_and_drops) {
+    cr_assert_eq(sb_pending_init(&t, 16, 4, 8), STDIO_BUS_OK);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(add_nth(i % 2, 3, i), STDIO_BUS_OK);
+    cr_assert_eq(add_nth(1, 4, 9), STDIO_BUS_OK);
+    cr_assert_eq(sb_pending_count_sender(&t, 3), 5);
+    cr_assert_eq(sb_pending_count_sender(&t, 4), 1);
+    cr_assert_eq(sb_pending_count_receiver(&t, 0), 3);
+    cr_assert_eq(sb_pending_count_receiver(&t, 1), 3);
+    cr_assert_eq(take_nth(0, 0), 3);
+    cr_assert_eq(sb_pending_count_sender(&t, 3), 4);
+    cr_assert_eq(sb_pending_count_receiver(&t, 0), 2);
+    /* an orphan belongs to no sender, but stays with its receiver */
+    cr_assert_eq(sb_pending_orphan_sender(&t, 3, NULL, NULL), 4);
+    cr_assert_eq(sb_pending_count_sender(&t, 3), 0);
+    cr_assert_eq(sb_pending_count_receiver(&t, 1), 3);
+    cr_assert_eq(take_nth(1, 1), SB_PENDING_ORPHAN);
+    cr_assert_eq(sb_pending_count_receiver(&t, 1), 2);
+    cr_assert_eq(sb_pending_drop_receiver(&t, 1, NULL, NULL), 2);
+    cr_assert_eq(sb_pending_count_receiver(&t, 1), 0);
+    cr_assert_eq(sb_pending_count_sender(&t, 4), 0);
+}

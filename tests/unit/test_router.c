@@ -635,17 +635,121 @@ Test(router, full_pending_table_drops_requests_only) {
     expect_to_worker(from_client(0, "{\"id\":\"x\",\"method\":\"m\"}"), 1);
 }
 
-Test(router, full_upstream_table_still_delivers_the_worker_request) {
-    /* SB-I-15: a full table only loses the way back. */
-    start(1);
+/* ---- fair shares of the tables (SB-I-51..SB-I-53) --------------------- */
+
+static void worker_asks(int worker, const char *sid, int n, int client, bool delivered) {
     char line[160];
+    for (int i = 0; i < n; i++) {
+        snprintf(line, sizeof line, "{\"id\":\"q%d\",\"method\":\"ask\",\"sessionId\":\"%s\"}", i,
+                 sid);
+        sb_route d = from_worker(worker, line);
+        if (delivered)
+            expect_to_client(d, client);
+        else
+            cr_assert_eq(d.action, SB_ROUTE_DROP);
+    }
+}
+
+Test(router, worker_request_beyond_the_clients_share_is_dropped_and_other_clients_served) {
+    /* SB-I-52: a client that never answers its worker's requests holds at
+     * most its share of the table; the others' answers still find theirs. */
+    start(1);
     expect_to_worker(from_client(0, "{\"method\":\"a\",\"sessionId\":\"s\"}"), 0);
-    for (int i = 0; i < STDIO_BUS_MAX_PENDING_REQUESTS; i++) {
-        snprintf(line, sizeof line, "{\"id\":%d,\"method\":\"ask\",\"sessionId\":\"s\"}", i);
+    expect_to_worker(from_client(1, "{\"method\":\"a\",\"sessionId\":\"t\"}"), 0);
+    worker_asks(0, "s", SB_ROUTER_UPSTREAM_SHARE, 0, true);
+    sb_route d = from_worker(0, "{\"id\":\"over\",\"method\":\"ask\",\"sessionId\":\"s\"}");
+    expect_outcome(d, SB_ROUTE_DROP, SB_WHY_UPSTREAM_SHARE);
+    cr_assert_eq(d.target, 0, "the client over its share is named");
+    expect_to_client(from_worker(0, "{\"id\":\"t1\",\"method\":\"ask\",\"sessionId\":\"t\"}"), 1);
+    expect_to_worker(from_client(1, "{\"id\":\"t1\",\"result\":{},\"sessionId\":\"t\"}"), 0);
+    /* the client answers one: its next request is delivered again */
+    expect_to_worker(from_client(0, "{\"id\":\"q0\",\"result\":{},\"sessionId\":\"s\"}"), 0);
+    expect_to_client(from_worker(0, "{\"id\":\"again\",\"method\":\"ask\",\"sessionId\":\"s\"}"),
+                     0);
+}
+
+Test(router, full_table_of_worker_requests_drops_the_request) {
+    /* SB-I-52: one that cannot be recorded is not delivered either, since
+     * its answer could not find its way back. */
+    start(1);
+    r.upstream_share = STDIO_BUS_MAX_PENDING_REQUESTS + 1;
+    expect_to_worker(from_client(0, "{\"method\":\"a\",\"sessionId\":\"s\"}"), 0);
+    worker_asks(0, "s", STDIO_BUS_MAX_PENDING_REQUESTS, 0, true);
+    expect_outcome(from_worker(0, "{\"id\":\"late\",\"method\":\"ask\",\"sessionId\":\"s\"}"),
+                   SB_ROUTE_DROP, SB_WHY_UPSTREAM_FULL);
+    cr_assert_eq(r.upstream.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+}
+
+/* n requests of one client; with several workers they go round-robin. */
+static void client_asks(int client, int n, sb_route_why last) {
+    char line[160];
+    for (int i = 0; i < n; i++) {
+        snprintf(line, sizeof line, "{\"id\":\"c%d-%d\",\"method\":\"m\"}", client, i);
+        sb_route d = from_client(client, line);
+        if (last == SB_WHY_NONE || i + 1 < n)
+            expect_to_worker(d, r.worker_count == 1 ? 0 : d.target);
+        else
+            expect_outcome(d, SB_ROUTE_DROP, last);
+    }
+}
+
+Test(router, client_request_beyond_its_share_is_dropped_and_other_clients_served) {
+    /* SB-I-51: alone, a client may have half the table in flight (a quarter,
+     * or more while as much stays free), and no more */
+    start(1);
+    client_asks(0, STDIO_BUS_MAX_PENDING_REQUESTS / 2, SB_WHY_NONE);
+    client_asks(0, 1, SB_WHY_CLIENT_SHARE);
+    client_asks(1, 10, SB_WHY_NONE);
+    /* the client gets answers: once it holds less than the table has free,
+     * its requests are recorded again */
+    char line[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(line, sizeof line, "{\"id\":\"c0-%d\",\"result\":1}", i);
         expect_to_client(from_worker(0, line), 0);
     }
-    expect_to_client(from_worker(0, "{\"id\":\"late\",\"method\":\"ask\",\"sessionId\":\"s\"}"), 0);
-    cr_assert_eq(r.upstream.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    expect_to_worker(from_client(0, "{\"id\":\"c0-again\",\"method\":\"m\"}"), 0);
+}
+
+Test(router, a_second_client_gets_a_quarter_when_the_first_has_half) {
+    /* SB-I-51: with 2048 held by another, 2048 are free: a quarter is sure */
+    start(1);
+    client_asks(0, STDIO_BUS_MAX_PENDING_REQUESTS / 2, SB_WHY_NONE);
+    client_asks(1, SB_ROUTER_CLIENT_SHARE, SB_WHY_NONE);
+    client_asks(1, 1, SB_WHY_CLIENT_SHARE);
+    client_asks(2, SB_ROUTER_CLIENT_SHARE, SB_WHY_NONE);
+    client_asks(3, 1, SB_WHY_PENDING_FULL);
+}
+
+Test(router, four_clients_fill_the_table_and_no_more) {
+    /* SB-8.2-3 with shares: the table still holds 4096 requests */
+    start(1);
+    for (int c = 0; c < 4; c++)
+        client_asks(c, STDIO_BUS_MAX_PENDING_REQUESTS / 4, SB_WHY_NONE);
+    cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    client_asks(4, 1, SB_WHY_PENDING_FULL);
+}
+
+Test(router, orphans_leave_their_clients_share_and_count_on_their_worker) {
+    /* SB-I-53 */
+    start(2);
+    client_asks(0, SB_ROUTER_CLIENT_SHARE / 2, SB_WHY_NONE);
+    int requests;
+    sb_router_drop_client(&r, 0, NULL, NULL, &requests);
+    cr_assert_eq(r.orphans_on[0] + r.orphans_on[1], SB_ROUTER_CLIENT_SHARE / 2);
+    cr_assert_eq(sb_pending_count_sender(&r.requests, 0), 0, "a newcomer in slot 0 starts afresh");
+    cr_assert_leq(sb_router_orphan_excess(&r), 0);
+    r.orphan_budget = 10;
+    cr_assert_gt(sb_router_orphan_excess(&r), 0);
+    int holder = sb_router_orphan_holder(&r);
+    cr_assert(holder == 0 || holder == 1);
+    cr_assert_geq(r.orphans_on[holder], r.orphans_on[1 - holder]);
+    cr_assert_gt(r.orphans_on[1 - holder], 0, "round-robin put some on each worker");
+    sb_router_set_running(&r, holder, false); /* failed: on its way out */
+    cr_assert_eq(sb_router_orphan_holder(&r), 1 - holder);
+    int before = r.orphans_on[holder];
+    sb_router_drop_worker(&r, holder, NULL, NULL);
+    cr_assert_eq(r.orphans_on[holder], 0);
+    cr_assert_eq(r.orphans, SB_ROUTER_CLIENT_SHARE / 2 - before);
 }
 
 /* ---- sb_router_why, sb_router_token_len -------------------------------- */

@@ -23,7 +23,8 @@
 #define MAX_FD 256
 
 /* The child: one line of open fds, one of blocked signals, one of signals
- * not at their default disposition, then its stdin echoed. */
+ * not at their default disposition, one of its pid and process group, then
+ * its stdin echoed. */
 __attribute__((constructor)) static void spawn_helper(void) {
     if (!getenv("SB_SPAWN_HELPER"))
         return;
@@ -45,7 +46,8 @@ __attribute__((constructor)) static void spawn_helper(void) {
         if (sigaction(s, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL)
             n += (size_t)snprintf(out + n, sizeof out - n, " %d", s);
     }
-    n += (size_t)snprintf(out + n, sizeof out - n, "\n");
+    n += (size_t)snprintf(out + n, sizeof out - n, "\npid %d pgid %d\n", (int)getpid(),
+                          (int)getpgid(0));
     ssize_t w = write(STDOUT_FILENO, out, n);
     char buf[256];
     ssize_t got;
@@ -81,14 +83,14 @@ static const char *line_after(const char *out, const char *key) {
 }
 
 /* Runs the helper; returns its report. */
-static void run_helper(char *out, size_t size, sb_child *child) {
+static void run_helper(char *out, size_t size, unsigned flags, sb_child *child) {
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     cr_assert_gt(len, 0);
     self[len] = '\0';
     char *argv[] = {self, NULL};
     int exec_errno = -1;
-    cr_assert_eq(sb_spawn(self, argv, helper_env, child, &exec_errno), STDIO_BUS_OK, "%s",
+    cr_assert_eq(sb_spawn(self, argv, helper_env, flags, child, &exec_errno), STDIO_BUS_OK, "%s",
                  strerror(errno));
     cr_assert_eq(exec_errno, 0);
     cr_assert_eq(write(child->stdin_fd, "ping\n", 5), 5);
@@ -105,7 +107,8 @@ Test(spawn, exec_failure_is_reported_with_its_errno) {
     char *argv[] = {"/nonexistent/worker", NULL};
     sb_child child;
     int exec_errno = 0;
-    cr_assert_eq(sb_spawn("/nonexistent/worker", argv, NULL, &child, &exec_errno), STDIO_BUS_ERR);
+    cr_assert_eq(sb_spawn("/nonexistent/worker", argv, NULL, 0, &child, &exec_errno),
+                 STDIO_BUS_ERR);
     cr_assert_eq(exec_errno, ENOENT, "exec_errno %d (%s)", exec_errno, strerror(exec_errno));
     cr_assert_eq(errno, ENOENT);
     cr_assert_gt(child.pid, 0, "the child was forked, then reaped");
@@ -125,7 +128,7 @@ Test(spawn, child_starts_with_no_signal_blocked_or_handled) {
 
     char out[4096];
     sb_child child;
-    run_helper(out, sizeof out, &child);
+    run_helper(out, sizeof out, 0, &child);
 
     sigprocmask(SIG_SETMASK, NULL, &after);
     sigprocmask(SIG_UNBLOCK, &usr1, NULL);
@@ -158,7 +161,7 @@ Test(spawn, no_descriptor_of_the_spawn_leaks_into_the_child) {
     }
     char out[4096];
     sb_child child;
-    run_helper(out, sizeof out, &child);
+    run_helper(out, sizeof out, 0, &child);
     const char *p = line_after(out, "fds");
     int fd, used, seen = 0;
     while (sscanf(p, " %d%n", &fd, &used) == 1) {
@@ -177,4 +180,25 @@ Test(spawn, no_descriptor_of_the_spawn_leaks_into_the_child) {
         cr_assert(fcntl(ends[i], F_GETFD) & FD_CLOEXEC);
         close(ends[i]);
     }
+}
+
+/* SB-X-18: a connection's worker leads a process group of its own, so a
+ * signal to the group reaches whatever it starts. */
+Test(spawn, group_flag_makes_the_child_lead_a_process_group) {
+    char out[4096];
+    sb_child child;
+    run_helper(out, sizeof out, SB_SPAWN_GROUP, &child);
+    int pid, pgid;
+    cr_assert_eq(sscanf(line_after(out, "\npid"), " %d pgid %d", &pid, &pgid), 2, "%s", out);
+    cr_assert_eq(pid, child.pid);
+    cr_assert_eq(pgid, child.pid, "child pgid %d, pid %d", pgid, pid);
+}
+
+Test(spawn, without_the_flag_the_child_stays_in_the_daemons_group) {
+    char out[4096];
+    sb_child child;
+    run_helper(out, sizeof out, 0, &child);
+    int pid, pgid;
+    cr_assert_eq(sscanf(line_after(out, "\npid"), " %d pgid %d", &pid, &pgid), 2, "%s", out);
+    cr_assert_eq(pgid, (int)getpgid(0));
 }

@@ -1,0 +1,172 @@
+"""Fair shares of the shared tables (issue 27): no client can deny service
+to the others through the pending request table (SB-I-51), the table of
+worker requests awaiting client answers (SB-I-52), or the requests it
+leaves behind when it goes (SB-I-53)."""
+
+import json
+import time
+
+import pytest
+
+from stdio_bus_conformance import DaemonTimeout, field, tracked_client, wait_link_closed, wait_timeout, wait_until
+
+MAX_PENDING = 4096
+
+
+def unanswered(prefix, n, first=0):
+    """n pipelined requests the worker never answers."""
+    return b"".join(json.dumps({"jsonrpc": "2.0", "id": f"{prefix}-{i}", "method": "test/p",
+                                "params": {"mock": {"no_reply": True}}}).encode() + b"\n"
+                    for i in range(first, first + n))
+
+
+def read_past(bus, c, tag):
+    """A notification sent after the lines before it, and seen by the worker:
+    the daemon has read (and routed or refused) every one of them. Needs no
+    table entry, so it also works for a client over its share."""
+    c.notify("test/marker", params={"after": tag})
+    bus.worker_log().wait_received(f'"{tag}"'.encode())
+
+
+def served_again(c, deadline):
+    """Retries a request until it is answered (after a worker restart)."""
+    end = time.monotonic() + deadline
+    while True:
+        try:
+            return c.request(timeout=0.5)
+        except DaemonTimeout:  # sent while no worker was running (SB-I-12)
+            assert time.monotonic() < end, "the client was never served again"
+
+
+# -- SB-I-51 a client's share of the pending request table ---------------------------------
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-51")
+def test_a_client_that_fills_the_pending_table_does_not_starve_the_others(bus):
+    d = bus.start(instances=1)
+    hog = bus.client()
+    since = d.stderr_mark()
+    hog.send(unanswered("hog", MAX_PENDING))
+    read_past(bus, hog, "hog-sent")
+    other = bus.client()
+    assert other.request()["result"]["method"] == "echo", "another client's request was refused"
+    d.wait_log("WARN", since=since)  # the offender is warned
+    # capped alone: the hog's own next request is refused until it gets answers
+    hog.send_json({"jsonrpc": "2.0", "id": "hog-more", "method": "test/p"})
+    read_past(bus, hog, "hog-more-sent")
+    assert not any(b'"hog-more"' in x for x in bus.worker_log().received()), \
+        "a client over its share had one more request forwarded"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-51", "SB-I-53")
+def test_a_client_that_leaves_the_pending_table_full_does_not_starve_the_others(bus):
+    # A long-lived pool: what it leaves stays until the worker answers or exits
+    # (SB-I-47), so it must not be able to leave the whole table.
+    d = bus.start(instances=1)
+    hog, link = tracked_client(bus)
+    hog.send(unanswered("hog", MAX_PENDING))
+    read_past(bus, hog, "hog-sent")
+    hog.close()
+    wait_link_closed(d, link)
+    other = bus.client()
+    # served at once, by the same worker, not stopped to make room
+    assert other.request()["result"]["method"] == "echo", "another client's request was refused"
+    assert bus.worker_log().select("signal") == [], "the worker was stopped to make room"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.requires("orphan_policy")
+@pytest.mark.clause("SB-I-51", "SB-X-8")
+def test_requests_beyond_a_clients_share_get_error_replies(bus):
+    bus.start({"orphan_policy": "error"}, instances=1)
+    hog = bus.client()
+    hog.send(unanswered("hog", MAX_PENDING))
+    errors = []
+    while True:  # the refused ones are answered at once, the others never
+        try:
+            msg = hog.recv_json(timeout=2.0)
+        except DaemonTimeout:
+            break
+        assert field(msg, "error", "code") == -32000
+        errors.append(msg["id"])
+    assert 0 < len(errors) < MAX_PENDING, f"{len(errors)} error replies"
+    forwarded = sum(b'"hog-' in x for x in bus.worker_log().received())
+    assert forwarded + len(errors) == MAX_PENDING, (forwarded, len(errors))
+
+
+# -- SB-I-52 a client's share of the requests its workers send it --------------------------
+def worker_asks(n, session, req_id="roots-1"):
+    """A notification that makes the worker send n requests to the session's
+    owner, all at once."""
+    line = json.dumps({"jsonrpc": "2.0", "id": req_id, "method": "roots/list",
+                       "sessionId": session}) + "\n"
+    return {"mock": {"emit": line, "emit_repeat": n}}
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-52", "SB-I-14", "SB-I-15")
+def test_a_client_that_never_answers_its_workers_requests_does_not_starve_the_others(bus):
+    d = bus.start(instances=1)  # one worker: both sessions on it
+    deaf, other = bus.client(), bus.client()
+    deaf.request(session="deaf")
+    other.request(session="other")
+    since = d.stderr_mark()
+    # the deaf client's worker asks it 4,100 times (roots/list), never answered
+    deaf.notify("test/ask", params=worker_asks(4100, "deaf"), session="deaf")
+    other.sync(session="other")  # behind it on the same worker: all 4,100 are routed
+    # the other client's tool call needs its own answer to reach the worker
+    other.send_json({"jsonrpc": "2.0", "id": "call", "method": "tools/call", "sessionId": "other",
+                     "params": {"mock": {"request": {"method": "sampling/createMessage"}}}})
+    ask = other.recv_json()
+    assert ask.get("method") == "sampling/createMessage", ask
+    other.send_json({"jsonrpc": "2.0", "id": ask["id"], "result": {"text": "ok"}, "sessionId": "other"})
+    done = other.recv_response("call")
+    assert field(done, "result", "client_reply", "result") == {"text": "ok"}, \
+        "the other client's answer to its worker did not reach it"
+    d.wait_log("WARN", since=since)  # the deaf client's episode is logged
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.requires("orphan_policy")
+@pytest.mark.clause("SB-I-52", "SB-X-8")
+def test_a_worker_request_beyond_the_clients_share_gets_an_error_reply(bus):
+    bus.start({"orphan_policy": "error"}, instances=1)
+    deaf = bus.client()
+    deaf.request(session="deaf")
+    deaf.notify("test/ask", params=worker_asks(4100, "deaf"), session="deaf")
+    log = bus.worker_log()
+
+    def replies():
+        return [json.loads(x) for x in log.received() if b'"error"' in x and b'"roots-1"' in x]
+
+    def accounted():  # every request either reached the client or got its error reply
+        deaf.sync(session="deaf")
+        return sum(b'"roots/list"' in x for x in deaf.received) + len(replies()) == 4100
+
+    wait_until(accounted, wait_timeout(), "4,100 requests delivered or answered with an error")
+    assert replies(), "no error reply reached the worker"
+    assert all(r["error"]["code"] == -32000 and r.get("sessionId") == "deaf" for r in replies()), \
+        replies()[:2]
+
+
+# -- SB-I-53 requests of departed clients ----------------------------------------------------
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.stands_on("restart-exit0")  # the worker exits 0 on SIGTERM and is restarted
+@pytest.mark.clause("SB-I-53", "SB-I-47")
+def test_requests_left_by_departed_clients_beyond_half_the_table_stop_their_worker(bus):
+    d = bus.start(instances=1)
+    quarter = MAX_PENDING // 4
+    for k in range(3):  # three quarters of the table, left behind
+        a, link = tracked_client(bus)
+        a.send(unanswered(f"gone{k}", quarter))
+        read_past(bus, a, f"gone{k}-sent")
+        a.close()
+        wait_link_closed(d, link)
+    # the worker that holds them is failed (5.3): an error, its stdin closed
+    # and SIGTERM (it leaves at either), a restart
+    d.wait_log("ERROR")
+    bus.worker_log().wait_for(lambda r: r.kind in ("exit", "signal"), wait_timeout(),
+                              "the worker stopped")
+    other = bus.client()
+    # one wait plus a restart delay (the spec gives no number)
+    assert served_again(other, wait_timeout() + 3.0)["result"]["method"] == "echo"

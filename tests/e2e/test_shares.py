@@ -1,0 +1,147 @@
+"""Fair shares of the shared tables (issue 27, item 1; SB-I-51..SB-I-53): the
+two starvation cases of the issue, in the pool modes where they were seen,
+with the figures the closing note gives."""
+import json
+import time
+
+import pytest
+
+from busproc import SCALE, Daemon, Timeout
+
+
+def line_of(obj):
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+def unanswered(prefix, n):
+    return b"".join(line_of({"jsonrpc": "2.0", "id": f"{prefix}-{i}", "method": "hold",
+                             "params": {"mock": {"no_reply": True}}}) for i in range(n))
+
+
+def until_answered(c, req_id, timeout=10.0):
+    """Reads c's lines until the response to req_id (None if it never comes);
+    answers every worker request on the way (the client is well-behaved)."""
+    deadline = time.monotonic() + timeout * SCALE
+    while time.monotonic() < deadline:
+        try:
+            line = c.line(timeout=max(0.1, deadline - time.monotonic()) / SCALE)
+        except Timeout:
+            return None
+        if line is None:
+            return None
+        msg = json.loads(line)
+        if "method" in msg and "id" in msg:  # a worker's request: answer it
+            reply = {"jsonrpc": "2.0", "id": msg["id"], "result": {"text": "ok"}}
+            if "sessionId" in msg:
+                reply["sessionId"] = msg["sessionId"]
+            c.send(line_of(reply))
+        elif msg.get("id") == req_id:
+            return msg
+    return None
+
+
+def answered(c, ids, timeout=10.0):
+    """How many of ids c gets answers for (in any order: two workers)."""
+    deadline, got = time.monotonic() + timeout * SCALE, set()
+    while got != ids and time.monotonic() < deadline:
+        try:
+            line = c.line(timeout=max(0.1, deadline - time.monotonic()) / SCALE)
+        except Timeout:
+            break
+        if line is None:
+            break
+        got.add(json.loads(line).get("id"))
+    return len(got & ids)
+
+
+def worker_pool(mock_bin, kind, instances):
+    pool = {"id": "mcp", "command": mock_bin, "args": [], "instances": instances}
+    pool.update({"spawn": "per_connection"} if kind == "per_connection" else {"affinity": "connection"})
+    return pool
+
+
+@pytest.mark.parametrize("kind", ["per_connection", "affinity"])
+def test_a_client_that_never_answers_does_not_make_the_others_answers_dropped(
+        daemon_bin, mock_bin, write_config, tmp_path, kind):
+    cfg = {"pools": [worker_pool(mock_bin, kind, 8)]}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        deaf = d.connect()
+        deaf.send_json({"jsonrpc": "2.0", "id": "hello", "method": "initialize"})
+        assert deaf.line() is not None  # bound to its worker (SB-X-11, SB-X-15)
+        # its worker asks it 4,100 times (roots/list), never answered (SB-X-12)
+        ask = line_of({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"}).decode()
+        deaf.send_json({"jsonrpc": "2.0", "method": "go", "params": {"mock": {"emit": ask, "emit_repeat": 4100}}})
+        d.wait_stderr("owes answers to its share of worker requests")
+        # every other client's tool call needs its answer to its own worker's request
+        others = [d.connect() for _ in range(6)]
+        for i, c in enumerate(others):
+            c.send_json({"jsonrpc": "2.0", "id": f"call-{i}", "method": "tools/call",
+                         "params": {"mock": {"request": {"method": "sampling/createMessage"}}}})
+        done = [until_answered(c, f"call-{i}") for i, c in enumerate(others)]
+        completed = sum(m is not None and m["result"]["client_reply"]["result"] == {"text": "ok"}
+                        for m in done)
+        print(f"{kind}: {completed} of {len(others)} other clients' tool calls completed")
+        assert completed == len(others), f"{completed} of {len(others)} completed"
+        err = d.stderr()
+        assert err.count("owes answers to its share of worker requests") == 1, "once per episode"
+        assert "client response matches no request" not in err
+    finally:
+        d.kill()
+
+
+def test_a_client_that_leaves_4096_requests_does_not_make_the_others_refused(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    cfg = {"pools": [{"id": "p", "command": mock_bin, "args": [], "instances": 2}]}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        hog = d.connect()
+        hog.send(unanswered("hog", 4096))
+        d.wait_stderr("its requests are refused until some are answered")
+        hog.close()
+        d.wait_stderr("disconnected")
+        others = [d.connect() for _ in range(10)]
+        served = 0
+        for i, c in enumerate(others):
+            c.send(b"".join(line_of({"jsonrpc": "2.0", "id": f"o{i}-{k}", "method": "ping"})
+                            for k in range(10)))
+        for i, c in enumerate(others):
+            served += answered(c, {f"o{i}-{k}" for k in range(10)})
+        print(f"{served} of 100 requests of other clients served after the hog left")
+        assert served == 100
+        err = d.stderr()
+        assert err.count("its requests are refused until some are answered") == 1, "once per episode"
+        assert "pending request table full" not in err
+    finally:
+        d.kill()
+
+
+def test_requests_left_beyond_the_departed_clients_budget_restart_their_worker(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    from test_stdio_mode import mock_pool, read_worker_log
+    log = tmp_path / "w.log"
+    cfg = {"pools": [mock_pool(mock_bin, log, 1)], "limits": {"restart_backoff_ms": 50}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        for k in range(3):  # 3 x 1024 left behind: over half the table (SB-I-53)
+            a = d.connect()
+            a.send(unanswered(f"gone{k}", 1024))
+            a.send_json({"jsonrpc": "2.0", "method": "mark", "params": f"mark{k}"})
+            deadline = time.monotonic() + 10 * SCALE
+            while not log.exists() or not any(f'"mark{k}"'.encode() in r[4] for r in read_worker_log(log)):
+                assert time.monotonic() < deadline, "the worker never got the marker"
+                time.sleep(0.01)  # poll interval: the mock's log has no change notification
+            a.close()
+            d.wait_stderr("1024 pending request(s) discarded", count=k + 1)
+        err = d.wait_stderr("holds 3072 unanswered request(s) of clients that have left")
+        d.wait_stderr("3072 pending request(s) discarded")  # its exit discards them
+        c = d.connect()
+        deadline = time.monotonic() + 10 * SCALE
+        while True:
+            c.send_json({"jsonrpc": "2.0", "id": "after", "method": "ping"})
+            if until_answered(c, "after", timeout=0.5) is not None:
+                break
+            assert time.monotonic() < deadline, "not served after the restart"
+        assert err.count("more than departed clients may hold") == 1
+    finally:
+        d.kill()
