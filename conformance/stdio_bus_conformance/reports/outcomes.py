@@ -179,7 +179,7 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
     if min_tests and ran < min_tests:
         reasons_2.append(f"only {ran} test(s) ran, --min-tests is {min_tests}")
     if gate_failures:
-        unbitten = [g for g in gate_failures if g["why"].startswith("not in the bite map")]
+        unbitten = [g for g in gate_failures if g.get("why", "").startswith("not in the bite map")]
         if len(unbitten) < len(gate_failures):
             reasons_2.append(f"coverage gate: {len(gate_failures) - len(unbitten)} MUST clause(s) without a test")
         if unbitten:
