@@ -494,7 +494,7 @@ def test_default_max_restarts_is_five_at_the_default_pace(bus):
     check("SB-I-10", len(log.select("start")) == 6, "more than five restarts")
 
 
-@SLOW
+@pytest.mark.long_wait
 @pytest.mark.timeout(150)
 @pytest.mark.modes("unix")
 @pytest.mark.stands_on("slow-reader")

@@ -112,8 +112,8 @@ def connection_context(fd=None, port=None, path=None) -> list:
 
 # What a daemon's line about a client line whose routing fields it could not
 # extract says (seed 4.3 "log a warning and close"), in any daemon's words.
-MALFORMED_INPUT = re.compile(r"(?i)malformed|invalid|routing|field|session|\bid\b|too long|length|exceed"
-                             r"|type|pars|reject|extract|bad|not an? (?:json )?object|json")
+MALFORMED_INPUT = re.compile(r"(?i)malformed|\binvalid\b|routing|wrong type|not an? (?:json )?(?:object|string|number)"
+                             r"|too long|longer than|exceed|pars(?:e|ing)|reject|extract|bad (?:input|line|message|field)")
 
 
 def free_tcp_port(host: str) -> int:
