@@ -14,10 +14,10 @@ from .common.errors import (ConnectionClosed, DaemonCrashed, DaemonError, Daemon
 from .spec.judge import ClauseFailure, check, checking
 from .common.waits import wait_until
 from .daemon.observe import pid_of, request_after_exit, socket_links, tracked_client, wait_link_closed, wait_worker_failed
-from .daemon.process import connection_context, has_level, worker_context
+from .daemon.process import MALFORMED_INPUT, connection_context, has_level, worker_context
 from .daemon.workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",
            "DaemonTimeout", "HarnessError", "Record", "WorkerLog", "check", "checking", "field", "next_id",
            "parse_line", "pid_of", "procinfo", "request_after_exit", "socket_links", "tracked_client", "wait_link_closed", "wait_timeout", "wait_until", "wait_worker_failed",
-           "connection_context", "has_level", "worker_context"]
+           "connection_context", "has_level", "worker_context", "MALFORMED_INPUT"]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import (ConnectionClosed, DaemonTimeout, field, parse_line, procinfo,
+from stdio_bus_conformance import (MALFORMED_INPUT, ConnectionClosed, DaemonTimeout, checking, field, parse_line, procinfo,
                                    wait_timeout, wait_until)
 from stdio_bus_conformance import pid_of, tracked_client
 
@@ -126,9 +126,10 @@ def test_two_spellings_of_a_sessionid_are_two_sessions(bus):
                                           ("sessionId", b"{}"), ("id", b"true"), ("id", b"[1]")],
                          ids=["session-number", "session-null", "session-object", "id-bool", "id-array"])
 def test_routing_field_of_the_wrong_type_closes_the_client(bus, member, token):
-    bus.start(instances=1)
+    d = bus.start(instances=1)
     c = bus.client()
     c.sync()
+    since = d.stderr_mark()
     line = b'{"jsonrpc":"2.0","id":"typed","method":"test/t"}\n' if member == "sessionId" else \
         b'{"jsonrpc":"2.0","method":"test/t","sessionId":"typed"}\n'
     line = line[:-2] + b',"' + member.encode() + b'":' + token + b"}\n"
@@ -138,6 +139,11 @@ def test_routing_field_of_the_wrong_type_closes_the_client(bus, member, token):
         pass
     c.expect_closed()
     assert not any(b"test/t" in x for x in bus.worker_log().received())
+    # a routing field of the wrong type cannot be extracted under every
+    # reading that closes: seed 4.3 "log a warning and close" (any line
+    # about that client line; its level is SB-I-34's)
+    with checking("SB-4.3-2"):
+        d.wait_logged([MALFORMED_INPUT], since=since, what="about the client line whose routing fields were not extracted")
 
 
 @pytest.mark.clause("SB-I-2", "SB-6.2-1", "SB-6.3.1-2")

@@ -322,6 +322,28 @@ def test_idle_client_and_discarded_messages_do_not_close_the_connection(bus):
     assert c.request(session="s")["sessionId"] == "s"
 
 
+@pytest.mark.long_wait
+@pytest.mark.timeout(120)
+@pytest.mark.modes("tcp")
+@pytest.mark.clause("SB-4.1.2-3")
+def test_client_idle_far_longer_than_any_other_wait_stays_connected(bus):
+    # No idle timeout: the client says nothing for several times the longest
+    # wait elsewhere in the suite (a wait deadline, a drain of a few seconds),
+    # so an idle timeout short enough to pass every other test fails here.
+    # Marked long_wait: it starts first and its wait overlaps the rest.
+    idle = max(30.0, 6 * wait_timeout())
+    bus.start(instances=1)
+    c = bus.client()
+    c.request(session="s")
+    try:
+        c.expect_closed(timeout=idle)  # ends at once if the daemon closes it
+    except DaemonTimeout:
+        pass
+    else:
+        raise AssertionError(f"the daemon closed a client that was idle for less than {idle:g} s")
+    assert c.request(session="s")["sessionId"] == "s", "the idle client's session was lost"
+
+
 @pytest.mark.modes("unix", "tcp")
 @pytest.mark.clause("SB-4.1.2-3", "SB-I-4")
 def test_message_for_a_foreign_session_does_not_close_the_client(bus):

@@ -3,10 +3,27 @@ stick to their worker, messages without a session go round-robin, worker
 messages nobody is waiting for are dropped."""
 
 import json
+import re
 
 import pytest
 
-from stdio_bus_conformance import check, field, pid_of
+from stdio_bus_conformance import check, checking, field, pid_of
+
+# What a daemon's line about a worker message it discarded says, in any
+# daemon's words (the level word is SB-I-34's alone).
+DROPPED = re.compile(r"(?i)discard|drop|unroutable|not routed|no route|unknown|ignor|orphan|stray"
+                     r"|unmatched|no (?:such|matching|pending|owner|session|client)|not found")
+
+
+def discard_logged(d, clause, since, *tokens):
+    """Seed 6.3.x "log a warning and discard": a daemon stderr line, written
+    after stderr_mark() `since`, about the discarded message (naming one of
+    its `tokens` or saying it was dropped), judged on `clause`. Called after
+    a sync through the same worker, so the daemon has read the line; a
+    daemon that logs nothing costs one wait deadline."""
+    with checking(clause):
+        d.wait_logged(list(tokens) + [DROPPED], since=since,
+                      what=f"about the discarded worker message ({', '.join(tokens)})")
 
 
 @pytest.mark.clause("SB-6.2-1", "SB-6.2-2", "SB-6.3.1-5", "SB-6.3.1-2", "SB-4.1.2-2")
@@ -26,12 +43,14 @@ def test_each_response_goes_to_the_client_that_asked(bus):
 
 @pytest.mark.clause("SB-6.3.1-4")
 def test_response_with_unknown_id_is_discarded(bus):
-    bus.start(instances=2)
+    d = bus.start(instances=2)
     c = bus.client()
+    since = d.stderr_mark()
     c.send_json({"jsonrpc": "2.0", "id": 1, "method": "x", "sessionId": "s",
                  "params": {"mock": {"reply_id": "nobody-asked"}}})
     # the sentinel goes to the same worker, after the stray response
     assert c.sync(session="s") == []
+    discard_logged(d, "SB-6.3.1-4", since, "nobody-asked")
 
 
 @pytest.mark.clause("SB-6.3.1-3", "SB-6.3.1-4")
@@ -103,22 +122,29 @@ def emit(c, text, session="s", id="emitter"):
 
 @pytest.mark.clause("SB-6.3.2-3")
 def test_notification_for_unknown_session_is_discarded(bus):
-    bus.start(instances=1)
+    d = bus.start(instances=1)
     c = bus.client()
+    c.sync(session="s")
+    since = d.stderr_mark()
     emit(c, '{"jsonrpc":"2.0","method":"notifications/message","sessionId":"ghost"}\n')
     assert c.sync(session="s") == []
+    discard_logged(d, "SB-6.3.2-3", since, "ghost")
 
 
 @pytest.mark.clause("SB-6.3.3-1", "SB-6.3.3-2", "SB-I-15")
 def test_unroutable_worker_messages_are_discarded(bus):
-    bus.start(instances=1)
+    d = bus.start(instances=1)
     c = bus.client()
+    c.sync(session="s")
+    since = d.stderr_mark()
     # no sessionId anywhere: a sessionId under params is not top level (SB-I-28),
     # but a daemon may read it there (ACP keeps it in params), so it is left out
     emit(c, '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}\n'
             '{"jsonrpc":"2.0","id":"srv-x","method":"ask/without/session"}\n')
-    assert c.sync(session="s") == [], "a message with neither a response id nor a sessionId reached a client"
+    got = c.sync(session="s")
+    check("SB-6.3.3-2", got == [], f"a message with neither a response id nor a sessionId reached a client: {got}")
     assert bus.daemon.running
+    discard_logged(d, "SB-6.3.3-1", since, "srv-x", "ask/without/session", "notifications/message")
 
 
 @pytest.mark.clause("SB-I-32", "SB-6.3.1-4")

@@ -120,6 +120,9 @@ def test_stdout_carries_only_forwarded_messages(daemon_bin, mock_bin, write_conf
         assert d.wait() == 0
         err = d.stderr()
         assert " DEBUG " in err and " INFO " in err  # the logs went to stderr
-        assert req
+        # the worker got the request byte for byte (its log: "<ns> <pid> <id> in <raw>")
+        records = [r.split(b" ", 4) for r in (tmp_path / "w.log").read_bytes().splitlines()]
+        received = [r[4] + b"\n" for r in records if len(r) == 5 and r[3] == b"in"]
+        assert req in received, f"the worker did not receive {req!r}: {received}"
     finally:
         d.kill()

@@ -110,6 +110,12 @@ def connection_context(fd=None, port=None, path=None) -> list:
     return about
 
 
+# What a daemon's line about a client line whose routing fields it could not
+# extract says (seed 4.3 "log a warning and close"), in any daemon's words.
+MALFORMED_INPUT = re.compile(r"(?i)malformed|\binvalid\b|routing|wrong type|not an? (?:json )?(?:object|string|number)"
+                             r"|too long|longer than|exceed|pars(?:e|ing)|reject|extract|bad (?:input|line|message|field)")
+
+
 def free_tcp_port(host: str) -> int:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:

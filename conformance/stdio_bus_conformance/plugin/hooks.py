@@ -81,6 +81,9 @@ def pytest_configure(config):
                             "jsonrpc: error codes; mcp: MCP calls): the worker must claim it too")
     config.addinivalue_line("markers", "stands_on(*items): preflight items the test needs and does not judge "
                             "(restart-exit0, restart-crash, big-line, burst, malformed, ...): blocked when broken")
+    config.addinivalue_line("markers", "long_wait: the test waits out a default limit of tens of seconds "
+                            "(8.1) or a long idle period; it runs by default, and is handed out first "
+                            "(plugin/order.py) so its wait overlaps the rest of the suite")
     if not _active(config):
         return
     state = State(config)

@@ -7,6 +7,11 @@ backpressure and restart timeouts) go first, and the hundreds of short tests
 fill in behind them. A static ranking, measured from results.json durations
 on our daemon (sum of test-seconds per file), so every xdist worker collects
 the same order; files not listed keep their place after these.
+
+Before all of them go the tests marked `long_wait`: those that wait out a
+default limit of section 8.1 (30-60 s) or a long idle period. They run by
+default, each on one xdist worker from the start, so their waits overlap
+the rest of the suite instead of adding to it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ SLOW_FIRST = ("test_affinity.py", "test_hostile.py", "test_boundaries.py", "test
 def slowest_first(items: list) -> list:
     """items re-ordered by file rank; stable within a file and among the rest."""
     def rank(it):
+        if it.get_closest_marker("long_wait") is not None:
+            return -1
         name = it.nodeid.split("::")[0].rsplit("/", 1)[-1]
         return SLOW_FIRST.index(name) if name in SLOW_FIRST else len(SLOW_FIRST)
     return sorted(items, key=rank)
