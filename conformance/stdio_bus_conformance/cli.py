@@ -93,8 +93,9 @@ def parse_args(argv):
     p.add_argument("--only", action="append", default=[], metavar="NODEID",
                    help="run only the test with this exact node id (repeatable; reproducers use it)")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression")
-    # 4 on 2 cores: the tests mostly wait on the daemon (CPU use is about a third of one core per job)
-    p.add_argument("-j", "--jobs", type=int, default=4, help="parallel workers (default: %(default)s)")
+    # 8 on 2 cores: the tests mostly wait on the daemon (CPU use is about a third of one core
+    # per job), and the four long_wait tests (the 30-60 s defaults of 8.1) each hold one job
+    p.add_argument("-j", "--jobs", type=int, default=8, help="parallel workers (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=60, help="per-test timeout in s (default: %(default)s)")
     p.add_argument("--wait-timeout", type=float, default=5.0,
                    help="deadline of one wait for the daemon, in s (default: %(default)s)")

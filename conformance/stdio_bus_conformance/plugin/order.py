@@ -20,11 +20,26 @@ SLOW_FIRST = ("test_affinity.py", "test_hostile.py", "test_boundaries.py", "test
               "test_limits.py", "test_shutdown.py", "test_id_reuse.py", "test_entities.py")
 
 
-def slowest_first(items: list) -> list:
-    """items re-ordered by file rank; stable within a file and among the rest."""
+def slowest_first(items: list, workers: int = 1) -> list:
+    """items re-ordered by file rank; stable within a file and among the rest.
+
+    The long_wait tests lead the first chunks xdist hands out: its load
+    scheduler gives each of the `workers` a first chunk of consecutive items
+    (a quarter of its share), so the i-th long test goes to the head of the
+    i-th chunk, where it starts at once on a worker of its own instead of
+    queueing behind another long test in one chunk."""
     def rank(it):
-        if it.get_closest_marker("long_wait") is not None:
-            return -1
         name = it.nodeid.split("::")[0].rsplit("/", 1)[-1]
         return SLOW_FIRST.index(name) if name in SLOW_FIRST else len(SLOW_FIRST)
-    return sorted(items, key=rank)
+    long = [it for it in items if it.get_closest_marker("long_wait") is not None]
+    rest = sorted((it for it in items if it.get_closest_marker("long_wait") is None), key=rank)
+    if workers <= 1:
+        return long + rest
+    chunk = max(len(items) // workers // 4, 2)  # xdist's LoadScheduling.schedule()
+    out = []
+    for i, it in enumerate(long):
+        need = i * chunk - len(out) if i < workers else 0  # short tests before its chunk's head
+        out += rest[:max(need, 0)]
+        rest = rest[max(need, 0):]
+        out.append(it)
+    return out + rest

@@ -158,7 +158,8 @@ class Selection:
                 items[:] = keep
             if not keep:
                 self.nothing_selected = True
-        items[:] = slowest_first(items)  # better balance across xdist workers (plugin/order.py)
+        workers = getattr(config, "workerinput", {}).get("workercount") or config.getoption("numprocesses", 1) or 1
+        items[:] = slowest_first(items, int(workers))  # better balance across xdist workers (plugin/order.py)
 
     def pytest_collection_finish(self, session):
         if self.worker_mode:  # which root-cause tests run: only those can block others
