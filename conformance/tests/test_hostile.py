@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonTimeout, procinfo, wait_timeout, wait_until
+from stdio_bus_conformance import DaemonTimeout, evidence, procinfo, wait_timeout, wait_until
 
 
 # -- SB-I-48 signals that do not stop the daemon, and SIGQUIT -----------------------------
@@ -199,7 +199,8 @@ def test_worker_that_closes_its_stdout_is_failed_and_restarted(bus):
     assert c.request("close-stdout", session="s")["result"]["pid"] == first.pid
     # It can no longer answer anything: the daemon must not leave it RUNNING.
     wait_until(lambda: error_lines(d, first.pid, "closer"), wait_timeout(),
-               "an error logged for a worker that closed its stdout")
+               "an error logged for a worker that closed its stdout",
+               check=evidence.worker_replaced(log, first.pid, "the failure of the worker that closed its stdout"))
     log.wait_for(lambda r: r.kind == "signal" and r.pid == first.pid, wait_timeout(), "SIGTERM to that worker")
     # restart delay: the spec gives no number (3 s more than one wait, as restart_wait() in test_failure)
     second = log.wait_for(lambda r: r.kind == "start" and r.pid != first.pid, wait_timeout() + 3.0,
