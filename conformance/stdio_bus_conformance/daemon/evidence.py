@@ -110,6 +110,18 @@ def worker_started(log, what: str = "the daemon refusing to start"):
     return bound
 
 
+def signal_ignored(daemon, sig: int):
+    """Ends a wait for the daemon's reaction to signal sig once the harness
+    sent it while the daemon ignored it (SIG_IGN in /proc/<pid>/status, before
+    and after the kill): the kernel discarded it, the daemon never saw it."""
+    def bound():
+        if sig in daemon.ignored_signals:
+            import signal as _signal
+            raise NeverComes(f"the daemon ignores {_signal.Signals(sig).name} (SIG_IGN): "
+                             f"the kernel discarded the signal the harness sent")
+    return bound
+
+
 def daemon_exited(daemon, what: str = "the event"):
     """Ends a wait once the daemon process has exited (for waits whose own
     watch lets an exit pass, e.g. after the test asked the daemon to exit)."""

@@ -167,6 +167,7 @@ class Daemon:
         self.killed = False             # the harness had to SIGKILL it at teardown
         self.exit_expected = False      # the test made it exit (signal, end of stdin, wait_exit)
         self.sent_signals: set[int] = set()
+        self.ignored_signals: set[int] = set()  # sent while SIG_IGN: discarded by the kernel
         self.crash: str | None = None   # name of the signal it died of, when the harness sent none
         self.crash_phase: str | None = None   # "test" or "teardown"
         self.teardown = False
@@ -472,18 +473,37 @@ class Daemon:
             self.exit_expected = True
         self.check("before the harness sent it " + signame(sig))
         try:
+            ignored = sig in procinfo.ignored_signals(self.proc.pid)
+        except OSError:
+            ignored = False
+        try:
             os.kill(self.proc.pid, sig)
         except ProcessLookupError:
             raise DaemonExited("the daemon had already exited") from None
+        try:  # ignored before and after: the kernel discarded it (evidence.signal_ignored)
+            if ignored and sig in procinfo.ignored_signals(self.proc.pid):
+                self.ignored_signals.add(int(sig))
+                self.recorder.note(f"the daemon ignores {signame(sig)} (SIG_IGN): the kernel discarded it")
+        except OSError:
+            pass
 
-    def wait_exit(self, timeout: float | None = None) -> int:
+    def wait_exit(self, timeout: float | None = None, bound=None) -> int:
         """Waits for the daemon to exit; returns its status (negative: killed
         by a signal the harness sent). A death by any other signal is a crash:
-        DaemonCrashed."""
+        DaemonCrashed. bound (see evidence.py, e.g. signal_ignored) ends the
+        wait with NeverComes once the exit cannot come."""
         timeout = self.profile.shutdown_timeout if timeout is None else timeout
         self.exit_expected = True
-        if not self._exited.wait(timeout):
-            raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s")
+        deadline = time.monotonic() + timeout
+        while not self._exited.wait(min(0.05, max(0.0, deadline - time.monotonic()))
+                                    if bound is not None else timeout):
+            if time.monotonic() >= deadline:
+                raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s")
+            try:
+                evidence.run(bound)
+            except NeverComes as exc:
+                if not self._exited.wait(LATE_LINE):
+                    raise NeverComes(f"the daemon will not exit: {exc}") from None
         if self.crash:
             raise DaemonCrashed(f"the daemon died of {self.crash}{self._stderr_tail()}", self.crash)
         return self.returncode
