@@ -4,8 +4,6 @@ file, then the bounds in clause tests run against fake_daemon.py: a wait
 ends long before its deadline once the daemon showed its event cannot
 come, and a correct pass stays a pass."""
 
-import os
-import signal
 import socket
 import threading
 import time

@@ -63,15 +63,6 @@ def parse_line(line: bytes, who: str = "client") -> dict:
     return obj
 
 
-def _answers(line: bytes, req_id) -> bool:
-    """Whether line is a response to req_id."""
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(obj, dict) and obj.get("id") == req_id and ("result" in obj or "error" in obj)
-
-
 def reset_ids() -> None:
     """Each test starts again at 1, so a rerun with the same seed sends the
     same bytes whatever ran before it in the process."""
