@@ -7,10 +7,11 @@ Test code imports from here:
 """
 
 from .common import procinfo
+from .daemon import evidence
 from .daemon.client import Client, field, next_id, parse_line
 from .common.context import wait_timeout
 from .common.errors import (ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, DaemonTimeout,
-                            HarnessError)
+                            HarnessError, NeverComes)
 from .spec.judge import ClauseFailure, check, checking
 from .common.waits import wait_until
 from .daemon.observe import pid_of, request_after_exit, socket_links, tracked_client, wait_link_closed, wait_worker_failed
@@ -18,6 +19,6 @@ from .daemon.process import MALFORMED_INPUT, connection_context, has_level, work
 from .daemon.workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",
-           "DaemonTimeout", "HarnessError", "Record", "WorkerLog", "check", "checking", "field", "next_id",
+           "DaemonTimeout", "HarnessError", "NeverComes", "evidence", "Record", "WorkerLog", "check", "checking", "field", "next_id",
            "parse_line", "pid_of", "procinfo", "request_after_exit", "socket_links", "tracked_client", "wait_link_closed", "wait_timeout", "wait_until", "wait_worker_failed",
            "connection_context", "has_level", "worker_context", "MALFORMED_INPUT"]

@@ -18,7 +18,7 @@ import pytest
 
 from stdio_bus_conformance import (MALFORMED_INPUT, ConnectionClosed, DaemonTimeout, checking, field, parse_line, procinfo,
                                    wait_timeout, wait_until)
-from stdio_bus_conformance import pid_of, tracked_client
+from stdio_bus_conformance import evidence, pid_of, tracked_client
 
 MIB = 1 << 20
 
@@ -137,7 +137,8 @@ def test_routing_field_of_the_wrong_type_closes_the_client(bus, member, token):
         c.send(line)
     except ConnectionClosed:
         pass
-    c.expect_closed()
+    # forwarded to a worker: the daemon took the field as valid and keeps the client
+    c.expect_closed(bound=evidence.forwarded(bus.worker_log(), b"test/t", f"the line with {member}: {token.decode()}"))
     assert not any(b"test/t" in x for x in bus.worker_log().received())
     # a routing field of the wrong type cannot be extracted under every
     # reading that closes: seed 4.3 "log a warning and close" (any line
@@ -151,7 +152,12 @@ def test_id_null_is_a_request_id_like_any_other(bus):
     bus.start(instances=1)
     c = bus.client()
     c.send(b'{"jsonrpc":"2.0","id":null,"method":"test/null"}\n')
+    # a sentinel behind it, to the same (only) worker: its answer coming first shows the
+    # answer to id null was dropped (one worker's lines reach a client in order, as sync())
+    c.send_json({"jsonrpc": "2.0", "id": "sb-after-null", "method": "sb/sync"})
     got = parse_line(c.recv_line())
+    assert got.get("id", "") != "sb-after-null", \
+        "no answer to the request with id null: the answer to a request sent after it came first"
     assert "id" in got and got["id"] is None and field(got, "result", "method") == "test/null"
 
 

@@ -10,7 +10,7 @@ freed and reused while the departed client's request is still pending."""
 
 import pytest
 
-from stdio_bus_conformance import check, field
+from stdio_bus_conformance import check, evidence, field
 
 SLOW_MS = 300
 
@@ -182,5 +182,7 @@ def test_client_held_past_backpressure_timeout_is_closed_and_others_go_on(bus):
     ask(a, 4, "a", no_reply=True)  # id 4 stays pending for good
     bus.worker_log().wait_received(b'"who":"a"')
     ask(b, 4, "b")
-    b.expect_closed(timeout=5)
+    # b's request on the only worker while a's id 4 is pending there: it was not held
+    b.expect_closed(timeout=5, bound=evidence.forwarded(bus.worker_log(), b'"who":"b"',
+                                                        "b's id 4 while a's id 4 is pending on the only worker"))
     assert other.request()["result"]["method"] == "echo"

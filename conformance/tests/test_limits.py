@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, procinfo
+from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, evidence, procinfo
 from stdio_bus_conformance import field, parse_line, wait_timeout, wait_until
 from stdio_bus_conformance import socket_links, wait_worker_failed
 from stdio_bus_conformance import MALFORMED_INPUT, check, checking, connection_context, has_level, worker_context
@@ -199,7 +199,7 @@ def test_client_line_over_max_input_buffer_closes_the_client(bus):
     about = connection_about(bus, c)
     since = d.stderr_mark()
     send_expecting_close(c, padded_request(LIMIT + 2, "over"))  # N + 1 bytes and the newline
-    c.expect_closed()
+    c.expect_closed(bound=evidence.forwarded(bus.worker_log(), b'"over"', "the over-long line"))
     with checking("SB-7.3.2-2"):  # "log an error with connection context", in any words
         line = d.wait_logged(about, since=since, what="naming the connection closed for its input")
     check("SB-I-34", any(has_level(x, "ERROR") for x in d.logged_lines(about, since)),
@@ -214,7 +214,8 @@ def test_client_line_one_byte_over_max_input_buffer_closes_the_client(bus):
     c.sync()
     since = d.stderr_mark()
     send_expecting_close(c, padded_request(LIMIT + 1, "over"))  # the newline counts (SB-I-16)
-    c.expect_closed()
+    # forwarded to a worker: accepted, the client is kept (and the last assert fails anyway)
+    c.expect_closed(bound=evidence.forwarded(bus.worker_log(), b'"over"', "the line one byte over"))
     d.wait_log("ERROR", since=since)
     assert not any(b'"over"' in x for x in bus.worker_log().received())
 
@@ -246,7 +247,7 @@ def test_client_overflow_leaves_other_clients_alone(bus):
     bad, good = bus.client(), bus.client()
     good.request(session="kept")
     send_expecting_close(bad, padded_request(2 * LIMIT, "over"))
-    bad.expect_closed()
+    bad.expect_closed(bound=evidence.forwarded(bus.worker_log(), b'"over"', "the over-long line"))
     assert good.request(session="kept")["sessionId"] == "kept"
 
 
@@ -277,13 +278,18 @@ def test_worker_line_longer_than_max_input_buffer_fails_the_worker(bus, size):
     # one over (N bytes and the newline) is over the cap only when the newline
     # counts: a reading of ours (SB-I-16), so everything it shows is judged there
     log_clause = "SB-I-16" if size == LIMIT + 1 else "SB-7.3.2-2"
+    # a daemon that delivered the line accepted it: nothing it does next is about refusing it,
+    # and the recv_line at the end fails the test anyway
+    accepted = evidence.delivered(c, b'"pad"', f"the worker line of {size} bytes and its newline")
     with checking(log_clause):  # an error naming the worker, in any words
-        d.wait_logged(worker_context(pid, "wide", 0), since=since, what=f"naming the worker {pid}")
+        d.wait_logged(worker_context(pid, "wide", 0), since=since, what=f"naming the worker {pid}",
+                      bound=accepted)
     # the daemon closes that connection: it no longer holds the worker's stdout
     wait_until(lambda: stdout_pipe not in procinfo.fds(d.pid).values(), wait_timeout(),
-               "the daemon closing the worker's stdout, whose line overflowed")
+               "the daemon closing the worker's stdout, whose line overflowed", check=accepted)
     with checking("SB-I-16"):  # handled as for malformed output: SIGTERM
-        log.wait_for(lambda r: r.kind == "signal" and r.pid == pid, wait_timeout(), "SIGTERM to the worker")
+        log.wait_count(lambda r: r.kind == "signal" and r.pid == pid, 1, wait_timeout(), "SIGTERM to the worker",
+                       check=accepted)
     with pytest.raises(DaemonTimeout):
         c.recv_line(timeout=0.3)
 

@@ -11,10 +11,11 @@ import re
 import signal
 import socket
 import stat
+import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonExited, DaemonTimeout, check, checking, wait_timeout
+from stdio_bus_conformance import DaemonExited, DaemonTimeout, NeverComes, check, checking, evidence, wait_timeout
 
 SO_ACCEPTCON = 0x10000  # /proc/net/unix "Flags": the socket is listening
 TCP_LISTEN = "0A"
@@ -133,14 +134,23 @@ def profile_cli(bus, config, modes=("stdio",), extra=(), sock="", address=None):
     return out + [str(a) for a in extra]
 
 
-def run_argv(bus, argv, timeout=None):
+def run_argv(bus, argv, timeout=None, bound=None):
     """Runs argv (stdin /dev/null): (status, stdout, stderr); a daemon still
-    running at the deadline is killed and the test fails."""
+    running at the deadline, or once bound shows it will not exit (see
+    evidence.py), is killed and the test fails."""
     timeout = wait_timeout() if timeout is None else timeout
-    rc, out, err, _ = bus.run(argv, timeout)  # bounded output; its session killed afterwards
+    t0, seen = time.monotonic(), []
+
+    def noted():
+        try:
+            evidence.run(bound)
+        except NeverComes as exc:
+            seen.append(f"; {exc}")
+            raise
+    rc, out, err, _ = bus.run(argv, timeout, bound=noted if bound else None)  # its session killed afterwards
     if rc is None:
-        raise AssertionError(f"{' '.join(argv)}: still running after {timeout:g} s "
-                             f"(stderr: {err[-500:]!r})")
+        raise AssertionError(f"{' '.join(argv)}: still running after {time.monotonic() - t0:.1f} s"
+                             f"{''.join(seen)} (stderr: {err[-500:]!r})")
     return rc, out, err
 
 
@@ -404,7 +414,9 @@ def test_two_mode_flags_are_refused(bus, modes):
 @pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "::1:8080", "[::1]8080", ":8080"],
                          ids=["no-port", "empty-port", "port-range", "bare-v6", "v6-no-colon", "no-host"])
 def test_malformed_tcp_address_is_refused(bus, address):
-    rc, out, err = run_argv(bus, profile_cli(bus, valid_config_file(bus), ("tcp",), address=address))
+    # a daemon that started a worker took the address (assert_refused_to_start fails it anyway)
+    rc, out, err = run_argv(bus, profile_cli(bus, valid_config_file(bus), ("tcp",), address=address),
+                            bound=evidence.worker_started(bus.worker_log("p")))
     assert_refused_to_start(bus, rc, out, err)
 
 

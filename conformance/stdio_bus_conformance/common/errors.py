@@ -27,6 +27,14 @@ class DaemonTimeout(DaemonError):
     """The daemon did not produce an expected event before the deadline."""
 
 
+class NeverComes(DaemonTimeout):
+    """A wait ended before its deadline because the daemon had already shown
+    that the awaited event can no longer come (it accepted the line it was to
+    close the client on, the worker that would answer is gone, it exited).
+    The message names that evidence. A DaemonTimeout, so code that reads a
+    timeout as "it did not come" reads this the same way, only sooner."""
+
+
 class ConnectionClosed(DaemonError):
     """The daemon closed a client connection the test expected to stay open."""
 

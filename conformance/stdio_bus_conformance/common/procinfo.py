@@ -154,6 +154,17 @@ def thread_count(pid: int) -> int:
     raise OSError(f"no Threads line in /proc/{pid}/status")
 
 
+def ignored_signals(pid: int) -> set[int]:
+    """The signals pid ignores (SIG_IGN), from /proc/<pid>/status SigIgn:
+    the kernel discards such a signal when it is sent."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("SigIgn:"):
+                mask = int(line.split()[1], 16)
+                return {n + 1 for n in range(64) if mask >> n & 1}
+    raise OSError(f"no SigIgn line in /proc/{pid}/status")
+
+
 def cpu_time(pid: int) -> float:
     """User + system CPU seconds consumed by pid so far."""
     st = _stat(pid)

@@ -11,21 +11,29 @@ from __future__ import annotations
 import time
 
 from . import context
-from .errors import DaemonExited, DaemonTimeout
+from .errors import DaemonExited, DaemonTimeout, NeverComes
 
 POLL = 0.005  # /proc and log files have no change notification: poll them until the deadline
+LATE = 0.25   # s a wait ended by evidence still looks: what happened before the evidence may show late
 
 
 def wait_until(predicate, timeout: float | None = None, what: str = "the condition", check=None):
     """Polls predicate until it returns a true value (returned) or the
     deadline (DaemonTimeout). check, if given, runs on every look too and may
-    raise to end the wait early (e.g. when a worker is gone)."""
+    raise to end the wait early (e.g. when a worker is gone); a NeverComes
+    from it (see daemon/evidence.py) ends the wait after LATE s more, in
+    which predicate can still be met by what happened before the evidence."""
     timeout = context.wait_timeout() if timeout is None else timeout
     deadline = time.monotonic() + timeout
+    ended = None
     while True:
         context.watch()
-        if check is not None:
-            check()
+        if check is not None and ended is None:
+            try:
+                check()
+            except NeverComes as exc:
+                ended = exc
+                deadline = min(deadline, time.monotonic() + LATE)
         try:
             value = predicate()
         except (FileNotFoundError, ProcessLookupError):
@@ -38,5 +46,7 @@ def wait_until(predicate, timeout: float | None = None, what: str = "the conditi
         if value:
             return value
         if time.monotonic() >= deadline:
+            if ended is not None:
+                raise NeverComes(f"{what}: {ended}")
             raise DaemonTimeout(f"{what}: not seen within {timeout:g} s")
         time.sleep(POLL)

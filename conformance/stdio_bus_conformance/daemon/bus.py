@@ -20,16 +20,18 @@ import random
 import signal
 import shutil
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import config as cfg
 from . import contain
+from . import evidence
 from ..common import context
 from .client import reset_ids
 from .process import STDERR_KEEP, Daemon, describe_status
-from ..common.errors import DaemonCrashed, HarnessError
+from ..common.errors import DaemonCrashed, HarnessError, NeverComes
 from .profile import Profile
 from ..common.transcript import render
 from ..common.transcript import Recorder
@@ -189,12 +191,15 @@ class Bus:
                            f"'start' (the daemon should spawn {n} workers)",
                            check=lambda: d._check_alive("while its workers were starting"))
 
-    def run(self, argv: list, timeout: float | None = None, keep: int = 1 << 20):
+    def run(self, argv: list, timeout: float | None = None, keep: int = 1 << 20, bound=None):
         """Runs a command line of the software under test (its CLI) in the
         workdir, stdin /dev/null, to its end or the deadline (then its session
         is killed). Bounded: the first `keep` bytes of stdout and of stderr are
         kept, the rest counted. Returns (status or None at the deadline,
-        stdout, stderr, (stdout bytes, stderr bytes) in all)."""
+        stdout, stderr, (stdout bytes, stderr bytes) in all). bound (see
+        evidence.py) runs every 50 ms while it runs: NeverComes from it ends
+        the run there (the command is killed, the status is None, the
+        evidence noted in the transcript)."""
         import subprocess
         import threading
         timeout = self.timeout if timeout is None else timeout
@@ -219,10 +224,21 @@ class Bus:
                    threading.Thread(target=drain, args=(p.stderr, got[2]), daemon=True)]
         for t in readers:
             t.start()
-        try:
-            rc = p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            rc = None
+        ended = None
+        limit = time.monotonic() + timeout
+        while True:
+            try:
+                rc = p.wait(min(0.05, max(0.0, limit - time.monotonic())) if bound is not None else timeout)
+                break
+            except subprocess.TimeoutExpired:
+                rc = None
+            if time.monotonic() >= limit:
+                break
+            try:
+                evidence.run(bound)
+            except NeverComes as exc:
+                ended = exc
+                break
         try:  # its session: what it left behind, and itself at the deadline
             os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -235,7 +251,10 @@ class Bus:
             f.close()
         out, err = bytes(got[1][0]), bytes(got[2][0])
         self.recorder.add("daemon stderr", err)
-        self.recorder.note(f"exit status {rc}" if rc is not None else f"still running after {timeout:g} s: killed")
+        if ended is not None:
+            self.recorder.note(f"killed while running: {ended}")
+        else:
+            self.recorder.note(f"exit status {rc}" if rc is not None else f"still running after {timeout:g} s: killed")
         return rc, out, err, (got[1][1], got[2][1])
 
     def _on_signal(self, sig: int) -> None:

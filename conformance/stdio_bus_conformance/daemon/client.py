@@ -19,11 +19,13 @@ import socket
 import threading
 import time
 
-from ..common.errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError
+from ..common.errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError, NeverComes
 from ..common.transcript import Recorder
+from . import evidence
 
 DEFAULT_TIMEOUT = 5.0
 RECEIVED_KEEP = 32 << 20  # bytes a client keeps of what the daemon sent it; more is a finding
+LATE_LINE = 0.25          # s a wait ended by evidence still waits for a line already in transit
 SLICE = 0.1               # s: waits re-check the daemon at least this often (an exit wakes them at once)
 _ids = itertools.count(1)
 
@@ -59,15 +61,6 @@ def parse_line(line: bytes, who: str = "client") -> dict:
     if not isinstance(obj, dict):
         raise DaemonError(f"{who}: daemon sent JSON that is not an object: {line[:200]!r}")
     return obj
-
-
-def _answers(line: bytes, req_id) -> bool:
-    """Whether line is a response to req_id."""
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(obj, dict) and obj.get("id") == req_id and ("result" in obj or "error" in obj)
 
 
 def reset_ids() -> None:
@@ -170,15 +163,26 @@ class Client:
     def _deadline(self, timeout):
         return time.monotonic() + (self.timeout if timeout is None else timeout)
 
-    def recv_line(self, timeout: float | None = None) -> bytes:
+    def recv_line(self, timeout: float | None = None, bound=None) -> bytes:
         """The next line from the daemon, b"\\n" included. Raises DaemonTimeout
-        when none arrives in time, ConnectionClosed when the daemon closed."""
+        when none arrives in time, ConnectionClosed when the daemon closed.
+        bound (see evidence.py), if given, runs on every look and raises
+        NeverComes once the daemon has shown the line cannot come."""
         deadline = self._deadline(timeout)
+        ended = None  # the NeverComes the bound raised: then LATE_LINE more for a line in transit
         with self._cond:
             while True:
                 if self._queue:
                     return self._queue.popleft()
                 self._check(at_eof=self._eof)
+                if not self._eof and ended is None:
+                    try:
+                        evidence.run(bound)
+                    except NeverComes as exc:
+                        ended = exc
+                        deadline = min(deadline, time.monotonic() + LATE_LINE)
+                if ended is not None and not self._eof and time.monotonic() >= deadline:
+                    raise NeverComes(f"{self.name}: no line from the daemon: {ended}")
                 if self._eof:
                     raise ConnectionClosed(f"{self.name}: the daemon closed the connection "
                                            f"({self._eof_reason}) while a line was expected")
@@ -197,16 +201,20 @@ class Client:
     def _parse(self, line: bytes):
         return parse_line(line, self.name)
 
-    def recv_response(self, req_id, timeout: float | None = None) -> dict:
+    def recv_response(self, req_id, timeout: float | None = None, bound=None) -> dict:
         """Waits for the response whose id equals req_id; other lines that
-        arrive first stay queued, in order, for recv_line/recv_json."""
+        arrive first stay queued, in order, for recv_line/recv_json. bound:
+        as for recv_line (e.g. evidence.worker_exited for the worker that
+        held the request)."""
         deadline = self._deadline(timeout)
         skipped = []
         try:
             while True:
                 left = max(0.0, deadline - time.monotonic())
                 try:
-                    line = self.recv_line(left)
+                    line = self.recv_line(left, bound)
+                except NeverComes as exc:
+                    raise NeverComes(f"{self.name}: no response with id {req_id!r}: {exc}") from None
                 except DaemonTimeout:
                     raise DaemonTimeout(f"{self.name}: no response with id {req_id!r} within "
                                         f"{self.timeout if timeout is None else timeout:g} s"
@@ -304,14 +312,20 @@ class Client:
     def expect_closed(self, timeout: float | None = None, bound=None) -> list[bytes]:
         """Waits until the daemon closes this connection. Returns the lines
         that were still unread. Raises DaemonTimeout if it stays open.
-        bound, if given, runs on every look (holding the lock) and raises to
-        end the wait when the close can no longer come."""
+        bound, if given (a callable or a list of them, see evidence.py:
+        forwarded, answered...), runs on every look (holding the lock) and
+        raises to end the wait when the close can no longer come; a close
+        seen on the same look wins over the evidence."""
         deadline = self._deadline(timeout)
         with self._cond:
             while not self._eof:
                 self._check(closing=True)
-                if bound is not None:
-                    bound()
+                try:
+                    evidence.run(bound)
+                except NeverComes as exc:
+                    if self._eof:
+                        break  # it closed after all: the close is the event awaited
+                    raise NeverComes(f"{self.name}: the daemon will not close the connection: {exc}") from None
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise DaemonTimeout(f"{self.name}: the daemon did not close the connection within "
@@ -322,11 +336,12 @@ class Client:
             self._queue.clear()
             return rest
 
-    def expect_closed_on(self, data: bytes, timeout: float | None = None) -> list[bytes]:
+    def expect_closed_on(self, data: bytes, timeout: float | None = None, bound=None) -> list[bytes]:
         """Sends data, on which the daemon must close this connection, then a
         probe request. A daemon that answers the probe read past data and
         kept the connection, so the close can no longer come: the wait ends
-        there (AssertionError), not at the deadline. Returns what
+        there (NeverComes), not at the deadline; so does any other bound
+        given (e.g. evidence.forwarded of data). Returns what
         expect_closed() returns."""
         probe = f"sb-probe-{next_id()}"
         line = json.dumps({"jsonrpc": "2.0", "id": probe, "method": "sb/probe"}).encode() + b"\n"
@@ -336,11 +351,8 @@ class Client:
             except ConnectionClosed:
                 break
 
-        def bound():
-            if any(probe.encode() in x and _answers(x, probe) for x in self._queue):
-                raise AssertionError(f"{self.name}: the daemon kept the connection: it answered a "
-                                     f"request sent after the line it was to close it on")
-        return self.expect_closed(timeout, bound)
+        served = evidence.answered(self, probe, "a request sent after the line it was to close it on")
+        return self.expect_closed(timeout, [served, *(bound if isinstance(bound, (list, tuple)) else [bound])])
 
     def expect_silence(self, duration: float = 0.3) -> None:
         """Asserts that nothing arrives for `duration` seconds (keep it short;

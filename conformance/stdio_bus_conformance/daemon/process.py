@@ -34,13 +34,15 @@ from pathlib import Path
 from ..common import procinfo
 from ..common.reader import start_reader
 from .client import DEFAULT_TIMEOUT, SocketClient, StdioClient
-from ..common.errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError
+from ..common.errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError, NeverComes
+from . import evidence
 from .profile import Profile
 from ..common.transcript import Recorder
 
 STDERR_KEEP = 1 << 20     # bytes of daemon stderr kept (the last ones)
 STDOUT_KEEP = 1 << 20     # bytes of daemon stdout kept in socket modes (the first ones)
 SETTLE = 2.0              # s to wait for the exit status of a daemon seen dying
+LATE_LINE = 0.25          # s a log wait ended by evidence still waits: a line written before it may be in the pipe
 _LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
 
 
@@ -171,6 +173,7 @@ class Daemon:
         self.killed = False             # the harness had to SIGKILL it at teardown
         self.exit_expected = False      # the test made it exit (signal, end of stdin, wait_exit)
         self.sent_signals: set[int] = set()
+        self.ignored_signals: set[int] = set()  # sent while SIG_IGN: discarded by the kernel
         self.crash: str | None = None   # name of the signal it died of, when the harness sent none
         self.crash_phase: str | None = None   # "test" or "teardown"
         self.teardown = False
@@ -476,18 +479,37 @@ class Daemon:
             self.exit_expected = True
         self.check("before the harness sent it " + signame(sig))
         try:
+            ignored = sig in procinfo.ignored_signals(self.proc.pid)
+        except OSError:
+            ignored = False
+        try:
             os.kill(self.proc.pid, sig)
         except ProcessLookupError:
             raise DaemonExited("the daemon had already exited") from None
+        try:  # ignored before and after: the kernel discarded it (evidence.signal_ignored)
+            if ignored and sig in procinfo.ignored_signals(self.proc.pid):
+                self.ignored_signals.add(int(sig))
+                self.recorder.note(f"the daemon ignores {signame(sig)} (SIG_IGN): the kernel discarded it")
+        except OSError:
+            pass
 
-    def wait_exit(self, timeout: float | None = None) -> int:
+    def wait_exit(self, timeout: float | None = None, bound=None) -> int:
         """Waits for the daemon to exit; returns its status (negative: killed
         by a signal the harness sent). A death by any other signal is a crash:
-        DaemonCrashed."""
+        DaemonCrashed. bound (see evidence.py, e.g. signal_ignored) ends the
+        wait with NeverComes once the exit cannot come."""
         timeout = self.profile.shutdown_timeout if timeout is None else timeout
         self.exit_expected = True
-        if not self._exited.wait(timeout):
-            raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s")
+        deadline = time.monotonic() + timeout
+        while not self._exited.wait(min(0.05, max(0.0, deadline - time.monotonic()))
+                                    if bound is not None else timeout):
+            if time.monotonic() >= deadline:
+                raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s")
+            try:
+                evidence.run(bound)
+            except NeverComes as exc:
+                if not self._exited.wait(LATE_LINE):
+                    raise NeverComes(f"the daemon will not exit: {exc}") from None
         if self.crash:
             raise DaemonCrashed(f"the daemon died of {self.crash}{self._stderr_tail()}", self.crash)
         return self.returncode
@@ -637,11 +659,15 @@ class Daemon:
         return found
 
     def wait_stderr_line(self, predicate, timeout: float | None = None, since: int = 0,
-                         what: str = "matched"):
+                         what: str = "matched", bound=None):
         """Waits for a stderr line for which predicate is true; returns the
-        predicate's value."""
+        predicate's value. It ends without one at the deadline, once the
+        daemon exited and its stderr is drained, or when bound (see
+        evidence.py), run on every look, raises NeverComes: the daemon showed
+        that the event the line would report did not happen."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         mark = since
+        ended = None  # the NeverComes the bound raised: then only LATE_LINE more
         with self._cond:
             while True:
                 lines, mark = self._lines_since(mark)
@@ -652,13 +678,22 @@ class Daemon:
                 if self._exited.is_set():
                     self.check("while the harness waited for a stderr line")  # _cond is reentrant
                     if self._stderr_over():
-                        raise DaemonTimeout(f"no daemon stderr line {what}; the daemon "
-                                            f"{describe_status(self.returncode)}")
+                        raise NeverComes(f"no daemon stderr line {what}; the daemon "
+                                         f"{describe_status(self.returncode)}")
+                if ended is None:
+                    try:
+                        evidence.run(bound)
+                    except NeverComes as exc:
+                        # a line the daemon wrote before the evidence may still be in the pipe
+                        ended = exc
+                        deadline = min(deadline, time.monotonic() + LATE_LINE)
+                if ended is not None and time.monotonic() >= deadline:
+                    raise NeverComes(f"no daemon stderr line {what}: {ended}")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise DaemonTimeout(f"no daemon stderr line {what} within "
                                         f"{self.timeout if timeout is None else timeout:g} s")
-                self._cond.wait(min(left, 0.1) if self._exited.is_set() else left)
+                self._cond.wait(min(left, 0.1) if self._exited.is_set() or bound is not None else left)
 
     def log_lines(self, level: str, since: int = 0, any_of=()) -> list[str]:
         """The daemon's stderr lines at `level` ("WARN" or "ERROR", as SB-I-34
@@ -678,15 +713,17 @@ class Daemon:
         return [line for line in self.stderr_lines(since)
                 if "mock_worker[" not in line and mentions(line, about)]
 
-    def wait_logged(self, about=(), since: int = 0, timeout: float | None = None, what: str = "") -> str:
+    def wait_logged(self, about=(), since: int = 0, timeout: float | None = None, what: str = "",
+                    bound=None) -> str:
         """Waits for a daemon stderr line (not relayed worker stderr) that
         mentions one of `about` (any line when empty); returns it."""
         def match(line):
             return line if "mock_worker[" not in line and mentions(line, about) else None
         desc = what or ("mentioning " + describe_context(about) if about else "at all")
-        return self.wait_stderr_line(match, timeout, since, desc)
+        return self.wait_stderr_line(match, timeout, since, desc, bound)
 
-    def wait_log(self, level: str, any_of=(), since: int = 0, timeout: float | None = None) -> str:
+    def wait_log(self, level: str, any_of=(), since: int = 0, timeout: float | None = None,
+                 bound=None) -> str:
         """Waits for a daemon stderr line at `level` (SB-I-34) mentioning one
         of any_of (see `mentions`); returns it. Only for checks judged by an
         interpretation: a spec clause's "log a warning/error" is
@@ -696,4 +733,4 @@ class Daemon:
         def match(line):
             return line if (rx.search(line) and "mock_worker[" not in line and mentions(line, any_of)) else None
         what = f"at level {level}" + (f" mentioning {describe_context(any_of)}" if any_of else "")
-        return self.wait_stderr_line(match, timeout, since, what)
+        return self.wait_stderr_line(match, timeout, since, what, bound)

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 
 from ..common import context
-from ..common.errors import DaemonTimeout, HarnessError
+from ..common.errors import DaemonTimeout, HarnessError, NeverComes
+from ..common.waits import LATE
 
 POLL = 0.005  # seconds between two looks at the file while waiting for a record
 
@@ -98,25 +99,35 @@ class WorkerLog:
         """Waits until `count` records satisfy predicate; returns them.
         Every look runs the running test's watch (a crashed or exited daemon
         ends the wait at once); check, if given, is called too and may raise
-        to stop the wait early. The default deadline is --wait-timeout."""
+        to stop the wait early (a NeverComes from it, after LATE s more for
+        records written before the evidence). The default deadline is
+        --wait-timeout."""
         timeout = context.wait_timeout() if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        ended = None
         while True:
             context.watch()
-            if check is not None:
-                check()
+            if check is not None and ended is None:
+                try:
+                    check()
+                except NeverComes as exc:
+                    ended = exc
+                    deadline = min(deadline, time.monotonic() + LATE)
             found = [r for r in self.records() if predicate(r)]
             if len(found) >= count:
                 return found[:count]
             if time.monotonic() >= deadline:
+                if ended is not None:
+                    raise NeverComes(f"worker log {self.pool}: {len(found)} of {count} records "
+                                     f"{what or 'matching the predicate'}: {ended}")
                 raise DaemonTimeout(
                     f"worker log {self.pool}: {len(found)} of {count} records "
                     f"{what or 'matching the predicate'} after {timeout:g} s")
             time.sleep(POLL)  # the file has no change notification; poll it until the deadline
 
-    def wait_for(self, predicate, timeout: float | None = None, what: str = "") -> Record:
+    def wait_for(self, predicate, timeout: float | None = None, what: str = "", check=None) -> Record:
         """Waits for the first record satisfying predicate; returns it."""
-        return self.wait_count(predicate, 1, timeout, what)[0]
+        return self.wait_count(predicate, 1, timeout, what, check)[0]
 
     def wait_received(self, needle: bytes, timeout: float | None = None) -> Record:
         """Waits until a worker received a line containing needle."""
