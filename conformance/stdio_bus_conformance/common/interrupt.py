@@ -35,4 +35,13 @@ def sigterm_interrupts() -> bool:
     if threading.current_thread() is not threading.main_thread():
         return False
     signal.signal(signal.SIGTERM, _interrupt)
+    # A shell starts a background job (`cmd &` in a script, some CI runners)
+    # with SIGINT and SIGQUIT ignored, and an ignored signal stays ignored
+    # across exec: every daemon under test would inherit that, and a daemon
+    # that installs no handler of its own would be judged as ignoring them.
+    # A daemon gets the dispositions it would get from a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     return True
