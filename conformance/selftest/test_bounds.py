@@ -238,7 +238,16 @@ def test_daemon_flooding_forever_ends_within_its_deadlines(harness, tmp_path):
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB, the largest child so far
     assert peak < 400 * 1024, peak
     assert no_leftovers(str(fake)) == []
-    print(f"flood-forever run: {took:.1f} s (bound {bound:g} s)")
+    print(f"flood-forever run: {took:.1f} s (bound {bound:g} s), peak RSS {peak >> 10} MiB")
+    # with the preflight (its readiness probes are flooded too: they held the run for ever before)
+    t0 = time.monotonic()
+    run = harness("-k", "response_reaches", breaks=["flood-forever"], daemon=fake,
+                  profile=f"shutdown_timeout = {grace}\n")
+    took = time.monotonic() - t0
+    assert run.rc == 1, run.output
+    assert took < bound, (took, bound)
+    assert no_leftovers(str(fake)) == []
+    print(f"flood-forever run with the preflight: {took:.1f} s (bound {bound:g} s)")
 
 
 def test_files_left_in_tmpdir_are_a_warning(harness, tmp_path):
