@@ -38,6 +38,9 @@ Hostile ones, for the harness's own bounds (time, disk, processes):
   crash-on-sigterm     die of SIGSEGV on SIGTERM/SIGINT instead of shutting down
   ignore-sigterm       ignore SIGTERM and SIGINT, with a child doing "work" in a session of its own
   flood-stderr         write to stderr as fast as the reader takes it, for ever
+  flood-forever        never answer; write lines to stdout, stderr and every client socket as
+                       fast as they are taken, for ever; ignore SIGTERM and SIGINT
+  leaves-tmp-files     create a file and a directory in $TMPDIR and leave them there at exit
   fork-escape          fork children that leave for sessions of their own and never exit
   never-serve          listen (or hold stdin) and never read a byte: no answer, ever
 """
@@ -86,6 +89,47 @@ def flood():
             os.write(2, chunk)
         except OSError:
             return
+
+
+def flood_fd(fd, what):
+    """Writes lines to fd as fast as the reader takes them, for ever (until
+    the other end is gone)."""
+    chunk = (b'{"jsonrpc":"2.0","method":"flood","params":{"to":"' + what.encode() + b'","pad":"'
+             + b"x" * 160 + b'"}}\n') * 256
+    while True:
+        try:
+            os.write(fd, chunk)
+        except OSError:
+            return
+
+
+def flood_forever(config, mode, address):
+    """The flood-forever break: workers started, the address bound, then
+    nothing but lines to stdout, stderr and every client, and no exit."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    d = Daemon(config, mode, address)
+    d.spawn()
+    d.listen()
+    log("INFO", "ready (and flooding)")
+    for fd, what in ((1, "stdout"), (2, "stderr")):
+        threading.Thread(target=flood_fd, args=(fd, what), daemon=True).start()
+    if d.listener is None:
+        while True:
+            time.sleep(3600)
+    d.listener.setblocking(True)
+    socks = []
+    while True:
+        sock, _ = d.listener.accept()
+        socks.append(sock)  # never closed: the flood goes on while the client reads
+        threading.Thread(target=flood_fd, args=(sock.fileno(), "client"), daemon=True).start()
+
+
+def leave_tmp_files():
+    tmp = os.environ.get("TMPDIR", "/tmp")
+    with open(os.path.join(tmp, f"fake_daemon.{os.getpid()}.tmp"), "w") as f:
+        f.write("left behind on purpose\n")
+    os.makedirs(os.path.join(tmp, f"fake_daemon.{os.getpid()}.d"), exist_ok=True)
 
 
 def escape(n):
@@ -449,6 +493,10 @@ def main():
     with open(a.config) as f:
         config = json.load(f)
     mode, address = ("unix", a.unix) if a.unix else ("tcp", a.tcp) if a.tcp else ("stdio", None)
+    if "flood-forever" in BREAKS:
+        flood_forever(config, mode, address)
+    if "leaves-tmp-files" in BREAKS:
+        leave_tmp_files()
     d = Daemon(config, mode, address)
 
     def on_signal(signo, frame):

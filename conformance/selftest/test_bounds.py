@@ -213,3 +213,56 @@ def test_never_serving_flooding_daemon_is_bounded_and_named(harness, tmp_path):
     assert dir_size(run.report_dir) < 40 << 20
     assert time.monotonic() - t0 < 60
     assert no_leftovers(str(fake)) == []
+
+
+def test_daemon_flooding_forever_ends_within_its_deadlines(harness, tmp_path):
+    """Issue 27 item 4: a daemon that never answers, floods stdout, stderr and
+    every client socket for ever and ignores SIGTERM. Each test ends at its
+    wait deadline, teardown SIGKILLs it after shutdown_timeout while the
+    readers drain the flood, the run ends within a bound computed from the
+    options, memory and artifacts stay bounded, and nothing is left."""
+    fake = private_fake(tmp_path)
+    wait, grace, tests = 1.0, 1.0, 3
+    # per test: a start, a few waits, the teardown grace and the kill sweep; plus the run's own start
+    bound = 20 + tests * (4 * wait + grace + 5)
+    t0 = time.monotonic()
+    run = harness("-k", "response_reaches", "--no-preflight", breaks=["flood-forever"], daemon=fake,
+                  profile=f"shutdown_timeout = {grace}\n")
+    took = time.monotonic() - t0
+    assert run.rc == 1, run.output
+    assert len(run.outcomes) == tests and set(run.outcomes.values()) == {"fail"}, run.outcomes
+    kills = [f for f in run.results["findings"] if f["kind"] == "teardown-kill"]
+    assert len(kills) == tests, run.results["findings"]
+    assert took < bound, (took, bound)
+    assert dir_size(run.report_dir) < 40 << 20
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB, the largest child so far
+    assert peak < 400 * 1024, peak
+    assert no_leftovers(str(fake)) == []
+    print(f"flood-forever run: {took:.1f} s (bound {bound:g} s), peak RSS {peak >> 10} MiB")
+    # with the preflight (its readiness probes are flooded too: they held the run for ever before)
+    t0 = time.monotonic()
+    run = harness("-k", "response_reaches", breaks=["flood-forever"], daemon=fake,
+                  profile=f"shutdown_timeout = {grace}\n")
+    took = time.monotonic() - t0
+    assert run.rc == 1, run.output
+    assert took < bound, (took, bound)
+    assert no_leftovers(str(fake)) == []
+    print(f"flood-forever run with the preflight: {took:.1f} s (bound {bound:g} s)")
+
+
+def test_files_left_in_tmpdir_are_a_warning(harness, tmp_path):
+    """A daemon that leaves a file and a directory in its TMPDIR after a
+    clean exit: a warning-level finding on SB-10.2-5 per test, not a failure."""
+    run = harness("-k", "response_reaches", breaks=["leaves-tmp-files"])
+    assert run.rc == 0, run.output
+    assert run.outcome_of("response_reaches") == {"pass"}
+    left = [f for f in run.results["findings"] if f["kind"] == "tmp-left"]
+    assert len(left) == 3, run.results["findings"]
+    for f in left:
+        assert f["clause"] == "SB-10.2-5" and f["level"] == "warning", f
+        assert ".tmp" in f["detail"] and ".d/" in f["detail"], f
+    from validators import results_problems
+    assert results_problems(run.results) == []
+    # a daemon that leaves nothing gets no such finding
+    clean = harness("-k", "response_reaches")
+    assert not [f for f in clean.results["findings"] if f["kind"] == "tmp-left"], clean.results["findings"]

@@ -147,9 +147,16 @@ class Bus:
             if len(self.config_data.get("pools", [])) > 1:
                 self.stand_on("two-pools")
         path = cfg.write_config(self.workdir / f"config{len(self.daemons) or ''}.json", self.config_data)
+        env = {contain.MARK_ENV: self.ctx.token} if self.ctx.token else {}
+        tmp = None
+        if "TMPDIR" not in self.profile.env:  # a private TMPDIR: what it leaves there is seen at teardown
+            tmp = self.workdir / f"tmp{len(self.daemons) or ''}"
+            tmp.mkdir()
+            env["TMPDIR"] = str(tmp)
         d = Daemon(profile=self.profile, daemon_path=self.ctx.daemon, mode=self.mode,
                    workdir=self.workdir, config_path=path, recorder=self.recorder,
-                   timeout=self.ctx.timeout, env={contain.MARK_ENV: self.ctx.token} if self.ctx.token else None)
+                   timeout=self.ctx.timeout, env=env or None)
+        d.tmpdir = tmp
         d.on_signal = self._on_signal
         d.on_stdin_close = lambda: self.stand_on("stdin-eof")
         self.daemons.append(d)
@@ -342,11 +349,35 @@ class Bus:
             else:
                 self.recorder.note(f"teardown: killed {len(left)} process(es) left by a daemon that did "
                                    f"not exit by itself: {listed}{more}")
+        self._check_tmpdirs(normal_exit)
         if crashed is not None:
             when = "during the test" if crashed.crash_phase == "test" else \
                 "at teardown, on SIGTERM (which it handles in the preflight)"
             raise DaemonCrashed(f"the daemon died of {crashed.crash} {when}"
                                 f"{crashed._stderr_tail()}", crashed.crash)
+
+    def _check_tmpdirs(self, normal_exit: bool) -> None:
+        """What the daemons left in their private TMPDIR once they are gone:
+        a warning on SB-10.2-5 (SHOULD "clean up all resources") when they
+        exited by themselves; only a note when the harness had to kill them."""
+        for d in self.daemons:
+            tmp = getattr(d, "tmpdir", None)
+            if tmp is None or not tmp.is_dir():
+                continue
+            try:
+                left = sorted(tmp.iterdir())
+            except OSError:
+                continue
+            if not left:
+                continue
+            names = ", ".join(p.name + ("/" if p.is_dir() else "") for p in left[:5])
+            more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+            what = f"{len(left)} file(s) or director(ies) left in the daemon's TMPDIR after it exited: {names}{more}"
+            if normal_exit:
+                self._finding("tmp-left", what, "SB-10.2-5")
+                self.findings[-1]["level"] = "warning"
+            else:
+                self.recorder.note(f"teardown: {what} (it was killed: not a finding)")
 
     def _grace(self, d: Daemon) -> float:
         return d.profile.shutdown_timeout if self.ctx.term_grace is None else self.ctx.term_grace

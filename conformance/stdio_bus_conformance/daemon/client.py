@@ -134,16 +134,26 @@ class Client:
                 self._deliver(buf[start:nl + 1])
                 start = nl + 1
             self._partial = buf[start:]
+            if len(self._partial) > RECEIVED_KEEP:  # a line without end: counted, not kept
+                self._received_bytes += len(self._partial)
+                self._partial = b""
+                self._overflowed()
             self._cond.notify_all()
 
     def _deliver(self, line: bytes) -> None:
         self.recorder.add(f"daemon -> {self.name}", line)
         self._received_bytes += len(line)
         if self._received_bytes > RECEIVED_KEEP:
-            self._overflow = True  # counted, not kept: the harness stays bounded
+            self._overflowed()  # counted, not kept: the harness stays bounded
             return
         self.received.append(line)
         self._queue.append(line)
+
+    def _overflowed(self) -> None:
+        if not self._overflow:
+            self._overflow = True
+            self.recorder.note(f"{self.name}: the daemon sent more than {RECEIVED_KEEP >> 20} MiB; "
+                               "what follows is counted, not kept")
 
     def wake(self) -> None:
         """Wakes the waits of this client (the daemon exited)."""

@@ -41,6 +41,7 @@ from ..common.transcript import Recorder
 
 STDERR_KEEP = 1 << 20     # bytes of daemon stderr kept (the last ones)
 STDOUT_KEEP = 1 << 20     # bytes of daemon stdout kept in socket modes (the first ones)
+PROBE_KEEP = 1 << 20     # bytes read from a readiness probe before the harness stops waiting for its close
 SETTLE = 2.0              # s to wait for the exit status of a daemon seen dying
 LATE_LINE = 0.25          # s a log wait ended by evidence still waits: a line written before it may be in the pipe
 _LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
@@ -171,6 +172,7 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
         self.returncode: int | None = None
         self.killed = False             # the harness had to SIGKILL it at teardown
+        self.tmpdir: Path | None = None  # its private TMPDIR (the bus sets it), looked at after it exits
         self.exit_expected = False      # the test made it exit (signal, end of stdin, wait_exit)
         self.sent_signals: set[int] = set()
         self.ignored_signals: set[int] = set()  # sent while SIG_IGN: discarded by the kernel
@@ -387,11 +389,18 @@ class Daemon:
         EOF. A daemon that keeps a half-closed connection open is not at fault
         here; the wait just ends."""
         s.shutdown(socket.SHUT_WR)
-        s.settimeout(limit)
+        end = time.monotonic() + limit  # one deadline for the whole drain: a daemon that
+        taken = 0                       # floods the probe never closes it
         with contextlib.suppress(OSError):  # the deadline, or a reset: go on
-            data = s.recv(4096)
-            while data:
-                data = s.recv(4096)
+            while taken < PROBE_KEEP:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                s.settimeout(left)
+                data = s.recv(65536)
+                if not data:
+                    break
+                taken += len(data)
 
     def _check_alive(self, when: str) -> None:
         if self.proc.poll() is not None or self._exited.is_set():
