@@ -226,6 +226,16 @@ NO_COVERAGE static void mp_reset(m_pending *t) {
     t->next_seq = 0;
 }
 
+/* Entries of one sender (by_sender) or one receiver: the fair shares of
+ * SB-I-51 and SB-I-52, counted by a scan as a model may. */
+NO_COVERAGE static int mp_count(const m_pending *t, bool by_sender, int who) {
+    int n = 0;
+    for (int i = 0; i < t->high; i++)
+        if (t->e[i].used && (by_sender ? t->e[i].sender : t->e[i].receiver) == who)
+            n++;
+    return n;
+}
+
 static bool mp_add(m_pending *t, int receiver, int sender, const char *id, size_t id_len,
                    const char *session, size_t session_len) {
     int i;
@@ -949,6 +959,13 @@ static expect model_from_client(int c, const msg *m) {
     }
 
     e.is_request = m->id != NULL; /* SB-I-24 */
+    if (m->id) { /* SB-I-51: a quarter of the table, or more while as much stays free */
+        int held = mp_count(&W.requests, true, c);
+        if (held >= SB_ROUTER_CLIENT_SHARE && held >= CAP_PENDING - W.requests.count) {
+            e.why = SB_WHY_CLIENT_SHARE;
+            return e;
+        }
+    }
     if (m->id && W.requests.count >= CAP_PENDING) {
         e.why = SB_WHY_PENDING_FULL;
         return e;
@@ -1027,8 +1044,16 @@ static expect model_from_worker(int w, const msg *m) {
             e.why = SB_WHY_UNKNOWN_SESSION;
             return e;
         }
-        if (m->id && m->method) /* full table: the entry is lost, nothing else */
-            (void)mp_add(&W.upstream, s->client, w, m->id->raw, raw_len(m->id), sid, sid_len);
+        if (m->id && m->method) { /* SB-I-15, within the client's share (SB-I-52) */
+            if (mp_count(&W.upstream, false, s->client) >= SB_ROUTER_UPSTREAM_SHARE) {
+                e.why = SB_WHY_UPSTREAM_SHARE;
+                return e;
+            }
+            if (!mp_add(&W.upstream, s->client, w, m->id->raw, raw_len(m->id), sid, sid_len)) {
+                e.why = SB_WHY_UPSTREAM_FULL;
+                return e;
+            }
+        }
         e.action = SB_ROUTE_TO_CLIENT;
         e.target = s->client;
         return e;
