@@ -121,8 +121,8 @@ def test_expect_closed_ends_once_a_later_line_was_answered(pair):
         c.expect_closed(bound=evidence.answered(c, "probe"))
     c2_bound = evidence.answered(c, 1)  # "probe" is not 1; a string "1" is not 1 either
     peer.sendall(b'{"id":"1","result":{}}\n')
-    time.sleep(0.1)
-    c2_bound()
+    wait_until(lambda: b'{"id":"1","result":{}}\n' in c.received, 5, "the reader taking the answer to \"1\"")
+    c2_bound()  # received, and still no answer to 1
 
 
 def test_recv_line_waits_late_for_a_line_already_in_transit(pair, tmp_path):
