@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything the kit needs from Debian's archive, then the pinned MCP
-# servers of tests/interop from npm (`npm ci`: package-lock.json decides every
+# Installs everything the kit needs from Debian's archive, then the pinned
+# npm packages of every committed package-lock.json (`npm ci`: the lockfile decides every
 # version). Safe to run twice: it installs only what is missing, skips apt
 # entirely when nothing is, and runs `npm ci` only when node_modules is older
 # than the lockfile.
@@ -40,14 +40,17 @@ else
   echo "install-deps: done"
 fi
 
-# The MCP SDK and reference servers of the interop tests, as pinned by the
-# lockfile (npm ci: package-lock.json decides every version); installed
-# again only when the lockfile is newer than what npm installed.
-interop=tests/interop
-if [ ! -f "$interop/node_modules/.package-lock.json" ] ||
-   [ "$interop/package-lock.json" -nt "$interop/node_modules/.package-lock.json" ]; then
-  echo "install-deps: npm ci in $interop"
-  (cd "$interop" && npm ci --no-audit --no-fund --loglevel=error)
-else
-  echo "install-deps: $interop/node_modules up to date"
-fi
+# The npm software of the interop tests and benchmarks (MCP and ACP SDKs,
+# reference servers, peer tools), one package per folder, each pinned by its
+# committed lockfile (npm ci: package-lock.json decides every version);
+# installed again only when the lockfile is newer than what npm installed.
+while IFS= read -r lock; do
+  dir=$(dirname "$lock")
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+     [ "$lock" -nt "$dir/node_modules/.package-lock.json" ]; then
+    echo "install-deps: npm ci in $dir"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  else
+    echo "install-deps: $dir/node_modules up to date"
+  fi
+done < <(git ls-files '*package-lock.json' 2>/dev/null || echo tests/interop/package-lock.json)
