@@ -30,6 +30,7 @@ from . import contain
 from . import evidence
 from ..common import context
 from .client import reset_ids
+from .items import SIGNAL_ITEMS, blocked_message
 from .process import STDERR_KEEP, Daemon, describe_status
 from ..common.errors import DaemonCrashed, HarnessError, NeverComes
 from .profile import Profile
@@ -265,7 +266,6 @@ class Bus:
         return rc, out, err, (got[1][1], got[2][1])
 
     def _on_signal(self, sig: int) -> None:
-        from .preflight import SIGNAL_ITEMS
         if sig in SIGNAL_ITEMS:
             self.stand_on(SIGNAL_ITEMS[sig])
 
@@ -400,7 +400,6 @@ class Bus:
         r = pf.blocking(item, self.cited)
         if r is not None:
             import pytest  # only ever called from a running test
-            from .preflight import blocked_message
             self.recorder.note(f"blocked: the preflight found {item} broken: {r.message}")
             pytest.skip(blocked_message(r))
 

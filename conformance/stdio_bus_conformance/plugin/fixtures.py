@@ -8,7 +8,7 @@ import pytest
 from ..common import context
 from ..common.errors import DaemonCrashed, HarnessError
 from ..daemon.bus import Bus
-from ..daemon.preflight import blocked_message
+from ..daemon.items import blocked_message
 from ..worker.run import WorkerRun
 from .state import STATE_KEY
 

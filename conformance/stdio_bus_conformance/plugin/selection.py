@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ..daemon.preflight import ITEMS as PREFLIGHT_ITEMS
+from ..daemon.items import ITEMS as PREFLIGHT_ITEMS
 from ..daemon.profile import MODES
 from ..spec.registry import CONFORMANCE_DIR, ID_RE
 from ..worker.description import FACTS, PROFILES, clause_applies, speaks

@@ -11,7 +11,7 @@ import random
 import time
 
 from ..common.errors import HarnessError
-from ..daemon.preflight import Results as PreflightResults
+from ..daemon.items import Results as PreflightResults
 from ..reports import baseline as bl
 from ..reports.outcomes import TestResult
 from ..spec.registry import Registry
