@@ -291,8 +291,8 @@ def main(argv=None) -> int:
         from stdio_bus_conformance.reports.outcomes import summary_line
         from stdio_bus_conformance.reports.render import verdict_lines, write_all
         if opts.repeat and not final.fatal and not final.counts.get("unfinished"):
-            final.repeat = repeat.run(opts, extra, HERE, final.results, os.path.abspath(opts.report_dir),
-                                      opts.repeat)
+            final.repeat = repeat.run(opts, subject_args(opts), extra, HERE, final.results,
+                                      os.path.abspath(opts.report_dir), opts.repeat)
             if final.repeat:
                 write_all(os.path.abspath(opts.report_dir), final)  # the reports now say it
                 for line in repeat.lines(final.repeat):

@@ -27,11 +27,12 @@ def candidates(results: dict) -> list[str]:
     return [n for n, r in results.items() if r.outcome in FAILED]
 
 
-def argv(opts, extra: list, conformance_dir: str, nodeids: list, report_dir: str) -> list[str]:
-    """The run.py command line of one rerun: the first run's subject and
-    options, only the given tests, no baseline, no coverage gate."""
-    from .cli import subject_args  # cli imports this module: bind at call time
-    a = [sys.executable, os.path.join(conformance_dir, "run.py")] + subject_args(opts)
+def argv(opts, subject: list[str], extra: list, conformance_dir: str, nodeids: list,
+         report_dir: str) -> list[str]:
+    """The run.py command line of one rerun: the first run's subject (its
+    options as cli.subject_args gives them) and options, only the given
+    tests, no baseline, no coverage gate."""
+    a = [sys.executable, os.path.join(conformance_dir, "run.py")] + subject
     dirs = [t.split("::")[0] for t in opts.tests] or opts.tests_dirs
     for d in dict.fromkeys(dirs):
         a += ["--tests-dir", os.path.abspath(d) if os.path.exists(d) else os.path.join(conformance_dir, d)]
@@ -55,8 +56,8 @@ def judge(outcomes: list[str]) -> str:
     return "inconclusive"
 
 
-def run(opts, extra: list, conformance_dir: str, results: dict, report_dir: str, n: int,
-        echo=print) -> dict | None:
+def run(opts, subject: list[str], extra: list, conformance_dir: str, results: dict, report_dir: str,
+        n: int, echo=print) -> dict | None:
     """Reruns the failed tests n times; returns the repeat member of the
     reports ({"n", "tests": [{"test", "outcomes", "verdict"}]}), or None when
     nothing failed."""
@@ -67,7 +68,7 @@ def run(opts, extra: list, conformance_dir: str, results: dict, report_dir: str,
     for i in range(1, n + 1):
         where = os.path.join(report_dir, "repeat", str(i))
         echo(f"repeat {i}/{n}: rerunning {len(tests)} failed test(s) (reports in {where})")
-        p = subprocess.run(argv(opts, extra, conformance_dir, tests, where), stdout=subprocess.DEVNULL,
+        p = subprocess.run(argv(opts, subject, extra, conformance_dir, tests, where), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, env=os.environ.copy())
         try:
             with open(os.path.join(where, "results.json"), encoding="utf-8") as f:
