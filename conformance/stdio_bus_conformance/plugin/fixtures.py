@@ -10,6 +10,7 @@ from ..common.errors import DaemonCrashed, HarnessError
 from ..daemon.bus import Bus
 from ..daemon.items import blocked_message
 from ..worker.run import WorkerRun
+from . import keys
 from .state import STATE_KEY
 
 
@@ -51,7 +52,6 @@ def bus(request, sb_mode):
     b = Bus(state.ctx, sb_mode, request.node.nodeid)
     b.requires = {f for m in request.node.iter_markers("requires") for f in m.args}
     b.cited = tuple(cited)
-    request.node._sb_bus = b
     context.state.bus = b
     try:
         yield b
@@ -62,14 +62,14 @@ def bus(request, sb_mode):
                 b.stop()
             except DaemonCrashed as exc:
                 crash = exc
-            request.node._sb_findings = list(b.findings)
-            if getattr(request.node, "_sb_failed", False) or crash is not None or \
+            request.node.stash[keys.FINDINGS] = list(b.findings)
+            if request.node.stash.get(keys.FAILED, False) or crash is not None or \
                     any(f["kind"] != "flood" for f in b.findings):
                 dest = state.artifact_dir(request.node.nodeid)
                 b.write_artifacts(dest, state.rerun_command(request.node), state.artifact_room())
                 state.write_rerun(dest, request.node)
                 if b.truncated:
-                    request.node._sb_findings.append(
+                    request.node.stash[keys.FINDINGS].append(
                         {"kind": "truncated", "test": request.node.nodeid, "clause": None,
                          "detail": "artifacts cut to stay bounded: " + ", ".join(sorted(set(b.truncated)))})
         finally:
@@ -108,7 +108,7 @@ def worker(request):
     finally:
         try:
             w.stop()
-            if getattr(request.node, "_sb_failed", False):
+            if request.node.stash.get(keys.FAILED, False):
                 w.write_artifacts(state.artifact_dir(request.node.nodeid),
                                   state.rerun_command(request.node))
         finally:

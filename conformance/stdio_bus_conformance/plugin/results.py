@@ -13,6 +13,7 @@ from ..common import context
 from ..common.errors import DaemonCrashed
 from ..reports.outcomes import Phase, TestResult, classify, exception_kind
 from ..spec.judge import ClauseFailure
+from . import keys
 
 _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
     "pass": ("passed", ".", "PASSED"),
@@ -77,9 +78,9 @@ class Results:
                 if isinstance(exc, DaemonCrashed):
                     rep.sb_finding = "crash"
         if call.when == "teardown":
-            rep.sb_findings = list(getattr(item, "_sb_findings", []))
+            rep.sb_findings = list(item.stash.get(keys.FINDINGS, []))
         if rep.failed:
-            item._sb_failed = True
+            item.stash[keys.FAILED] = True
 
     def pytest_runtest_logreport(self, report):
         if self.is_worker:
