@@ -289,7 +289,8 @@ def main(argv=None) -> int:
     if final is not None and not opts.coverage:
         from stdio_bus_conformance import repeat
         from stdio_bus_conformance.reports.outcomes import summary_line
-        from stdio_bus_conformance.reports.render import verdict_lines, write_all
+        from stdio_bus_conformance.reports.console import verdict_lines
+        from stdio_bus_conformance.reports.render import write_all
         if opts.repeat and not final.fatal and not final.counts.get("unfinished"):
             final.repeat = repeat.run(opts, subject_args(opts), extra, HERE, final.results,
                                       os.path.abspath(opts.report_dir), opts.repeat)
@@ -297,7 +298,7 @@ def main(argv=None) -> int:
                 write_all(os.path.abspath(opts.report_dir), final)  # the reports now say it
                 for line in repeat.lines(final.repeat):
                     print(line)
-        from stdio_bus_conformance.reports.render import kit_line
+        from stdio_bus_conformance.reports.words import kit_line
         print(f"{kit_line(final.meta)}; seed {opts.seed}; reports in {os.path.abspath(opts.report_dir)}")
         for line in verdict_lines(final):  # the verdict on the spec itself, tier by tier
             print(line)

@@ -12,7 +12,10 @@ import pytest
 
 from ..reports import baseline as bl
 from ..reports import bite
-from ..reports import render as reports
+from ..reports import console
+from ..reports import summary as run_summary
+from ..reports.render import write_all
+from ..reports.words import kit_line
 from ..reports.coverage import compute as compute_coverage
 from ..common.errors import HarnessError
 from ..reports.outcomes import EXIT_HARNESS, Verdict, gates, summary_line, ungated_failures, verdict
@@ -31,7 +34,7 @@ class Finish:
         ctx = getattr(self, "ctx", None)
         return True if self.worker_mode or ctx is None else ctx.profile.gate_interpretations
 
-    def summary(self, session) -> reports.RunSummary:
+    def summary(self, session) -> run_summary.RunSummary:
         order = {n: i for i, n in enumerate(self.inventory)}
         self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
         gate_i = self.gate_interpretations()
@@ -40,7 +43,7 @@ class Finish:
             r.gated = r.outcome != "fail" or gates(tier(r.clause) if r.clause else None, gate_interpretations=gate_i)
         ungated = ungated_failures(((r.outcome, tier(r.clause) if r.clause else None)
                                     for r in self.results.values()), gate_interpretations=gate_i)
-        root_causes = reports.root_causes(self.preflight, self.results, self.findings, self.level_of)
+        root_causes = run_summary.root_causes(self.preflight, self.results, self.findings, self.level_of)
         expected_items = set()
         for rc in root_causes:
             # a broken item of a MUST clause fails the run, unless the baseline expects it
@@ -67,7 +70,7 @@ class Finish:
                       and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items))
         base = bl.report(self.baseline, self.results, set(self.inventory) if self.inventory_complete else None,
                          self.preflight)
-        counts = reports.count(self.results)
+        counts = run_summary.count(self.results)
         v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=base["stale"],
                     gate_failures=coverage.gate_failures if coverage else [],
                     min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
@@ -96,7 +99,7 @@ class Finish:
                           "only": opt("only")},
         }
         levels = {c.id: c.level for c in self.registry} if self.registry else {}
-        return reports.RunSummary(meta, self.results, counts, coverage, v, levels, base,
+        return run_summary.RunSummary(meta, self.results, counts, coverage, v, levels, base,
                                   self.collection_errors, self.fatal, self.worker_subject(),
                                   findings=self.findings, preflight=self.preflight, root_causes=root_causes)
 
@@ -131,7 +134,7 @@ class Finish:
             except (HarnessError, OSError) as exc:  # the file is left as it was
                 s.fatal.append(f"--update-baseline: {exc}")
                 s.verdict = Verdict(EXIT_HARNESS, [s.fatal[-1]] + s.verdict.reasons, s.verdict.notes)
-        self.paths = reports.write_all(self.report_dir, s)
+        self.paths = write_all(self.report_dir, s)
         wb = self.config.getoption("write_baseline")
         if wb:
             self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline,
@@ -152,7 +155,7 @@ class Finish:
                 for rep in reps:
                     tr.write_sep("_", f"{rep.nodeid} ({rep.when})")
                     tr._outrep_summary(rep)
-        tr.write_sep("=", reports.kit_line(s.meta))
+        tr.write_sep("=", kit_line(s.meta))
         for msg in s.fatal:
             tr.write_line(f"harness error: {msg}", red=True)
         for f in (s.worker or {}).get("root_causes", []):  # worker preflight
@@ -162,13 +165,13 @@ class Finish:
             tr.write_line(f"collection error in {e['where']}:", red=True)
             for line in e["message"].splitlines()[:20]:
                 tr.write_line(f"    {line}")
-        for line in reports.root_cause_lines(s):
+        for line in console.root_cause_lines(s):
             tr.write_line(line, red=line.startswith("  "))
-        for line in reports.coverage_lines(s.coverage):
+        for line in console.coverage_lines(s.coverage):
             tr.write_line(line)
-        for line in reports.clause_failure_lines(s):
+        for line in console.clause_failure_lines(s):
             tr.write_line(line, red=line.startswith("  FAIL"), yellow=line.startswith("  WARN"))
-        for line in reports.finding_lines(s):
+        for line in console.finding_lines(s):
             tr.write_line(line)
         for line in bl.lines(s.baseline):
             tr.write_line(line, red=line.startswith(("stale", "new failure")))
@@ -186,5 +189,5 @@ class Finish:
                           (" (" + "; ".join(s.verdict.reasons) + ")" if s.verdict.reasons else ""))
             for note in s.verdict.notes:
                 tr.write_line(f"note: {note}", yellow=True)
-            for line in reports.verdict_lines(s):
+            for line in console.verdict_lines(s):
                 tr.write_line(line, bold=True)
