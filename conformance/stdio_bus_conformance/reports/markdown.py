@@ -21,9 +21,17 @@ def _md(text: str) -> str:
 def report_md(s: RunSummary) -> str:
     """Read in a minute: the verdict, the root causes, one row per clause not
     met (failures first), then findings, failing tests, coverage and the
-    section tables."""
+    section tables. Each section is its own function; an empty one is left out."""
+    out = []
+    for section in (_head, _root_causes, _harness_errors, _clauses_not_met, _findings, _baseline, _repeats,
+                    _failing_tests, _coverage, _bite_map, _sections):
+        out += section(s)
+    return "\n".join(out) + "\n"
+
+
+def _head(s: RunSummary) -> list[str]:
+    """Title, the verdict per tier, the result line, and what was judged."""
     m = s.meta
-    base = m.get("report_dir")
     title = "# stdio Bus conformance report" if s.worker is None else "# stdio Bus worker conformance report"
     out = [title, "", f"Produced by {kit_line(m)}.", ""]
     vlines = verdict_lines(s)
@@ -47,79 +55,112 @@ def report_md(s: RunSummary) -> str:
                 "the tests that stand on it are blocked" for f in w.get("root_causes") or []]
     out += [f"- spec: `{m.get('spec')}` ({m.get('clauses', 0)} clauses); seed {m.get('seed')}, "
             f"started {m.get('started_at')}, {m.get('duration', 0):.1f} s", ""]
-    if s.root_causes:
-        out += ["## Root causes", "", "Found by the preflight; each is judged once, on its own clause, and the "
-                "tests standing on it are `blocked`.", "",
-                "| Broken | Clause | What happens | Tests blocked |", "|---|---|---|---|"]
-        for rc in s.root_causes:
-            out.append(f"| {rc['item']} ({rc['mode']} mode) | {judged_as(rc['clause'], rc['level'])} "
-                       f"| {_md(rc['message'])} | {rc['blocked']} |")
-        out.append("")
-    if s.fatal or s.collection_errors:
-        out += ["## Harness errors", ""]
-        out += [f"- {_md(e)}" for e in s.fatal]
-        out += [f"- `{e['where']}`: {_md(e['message'].splitlines()[0] if e['message'] else '')}"
-                for e in s.collection_errors]
-        out.append("")
+    return out
+
+
+def _root_causes(s: RunSummary) -> list[str]:
+    if not s.root_causes:
+        return []
+    out = ["## Root causes", "", "Found by the preflight; each is judged once, on its own clause, and the "
+           "tests standing on it are `blocked`.", "",
+           "| Broken | Clause | What happens | Tests blocked |", "|---|---|---|---|"]
+    for rc in s.root_causes:
+        out.append(f"| {rc['item']} ({rc['mode']} mode) | {judged_as(rc['clause'], rc['level'])} "
+                   f"| {_md(rc['message'])} | {rc['blocked']} |")
+    return out + [""]
+
+
+def _harness_errors(s: RunSummary) -> list[str]:
+    if not (s.fatal or s.collection_errors):
+        return []
+    out = ["## Harness errors", ""]
+    out += [f"- {_md(e)}" for e in s.fatal]
+    out += [f"- `{e['where']}`: {_md(e['message'].splitlines()[0] if e['message'] else '')}"
+            for e in s.collection_errors]
+    return out + [""]
+
+
+def _clauses_not_met(s: RunSummary) -> list[str]:
     cov = s.coverage
     rows = [c for c in cov.clauses if c.failing_tests] if cov is not None else []
-    if rows:
-        rank = {"fail": 0, "xfail": 1, "warn": 2}
-        rows.sort(key=lambda c: (rank.get(c.outcome, 3), ("spec", "interpretation", "extension").index(c.tier),
-                                 c.level not in MANDATORY, c.id))
-        out += ["## Clauses not met", "",
-                "Each failure is judged by the clause it checks. An interpretation (SB-I) is our reading "
-                "where the spec is silent, an extension (SB-X) our daemon's addition: neither is a spec "
-                "violation.", "",
-                "| Clause | Tier | Level | Outcome | Statement | Tests | Reason |", "|---|---|---|---|---|---|---|"]
-        for c in rows:
-            first = c.failing_tests[0]
-            r = s.results.get(first)
-            where = f"`{first}`" + (f" ([artifacts]({rel(r.artifact_dir, base)}))" if r and r.artifact_dir else "")
-            more = f" and {len(c.failing_tests) - 1} more" if len(c.failing_tests) > 1 else ""
-            out.append(f"| {c.id} | {TIER_WORDS[c.tier]} | {c.level} | {c.outcome} | {_md(c.statement)[:220]} "
-                       f"| {where}{more} | {_md(c.message.splitlines()[0] if c.message else '')[:200]} |")
-        out.append("")
-    if s.findings:
-        out += ["## Findings", "", "| Kind | Test | Detail | Root cause |", "|---|---|---|---|"]
-        for f in s.findings[:200]:
-            out.append(f"| {f['kind']} | `{f['test']}` | {_md(f['detail'])[:240]} | {f.get('root_cause') or ''} |")
-        if len(s.findings) > 200:
-            out.append(f"| ... | {len(s.findings) - 200} more in results.json | | |")
-        out.append("")
+    if not rows:
+        return []
+    rank = {"fail": 0, "xfail": 1, "warn": 2}
+    rows.sort(key=lambda c: (rank.get(c.outcome, 3), ("spec", "interpretation", "extension").index(c.tier),
+                             c.level not in MANDATORY, c.id))
+    out = ["## Clauses not met", "",
+           "Each failure is judged by the clause it checks. An interpretation (SB-I) is our reading "
+           "where the spec is silent, an extension (SB-X) our daemon's addition: neither is a spec "
+           "violation.", "",
+           "| Clause | Tier | Level | Outcome | Statement | Tests | Reason |", "|---|---|---|---|---|---|---|"]
+    base = s.meta.get("report_dir")
+    for c in rows:
+        first = c.failing_tests[0]
+        r = s.results.get(first)
+        where = f"`{first}`" + (f" ([artifacts]({rel(r.artifact_dir, base)}))" if r and r.artifact_dir else "")
+        more = f" and {len(c.failing_tests) - 1} more" if len(c.failing_tests) > 1 else ""
+        out.append(f"| {c.id} | {TIER_WORDS[c.tier]} | {c.level} | {c.outcome} | {_md(c.statement)[:220]} "
+                   f"| {where}{more} | {_md(c.message.splitlines()[0] if c.message else '')[:200]} |")
+    return out + [""]
+
+
+def _findings(s: RunSummary) -> list[str]:
+    if not s.findings:
+        return []
+    out = ["## Findings", "", "| Kind | Test | Detail | Root cause |", "|---|---|---|---|"]
+    for f in s.findings[:200]:
+        out.append(f"| {f['kind']} | `{f['test']}` | {_md(f['detail'])[:240]} | {f.get('root_cause') or ''} |")
+    if len(s.findings) > 200:
+        out.append(f"| ... | {len(s.findings) - 200} more in results.json | | |")
+    return out + [""]
+
+
+def _baseline(s: RunSummary) -> list[str]:
     b = s.baseline
-    if b.get("stale") or b.get("new_failures") or b.get("intermittent") or b.get("update"):
-        out += ["## Baseline", ""]
-        out += [f"- stale: `{e['test']}` ({e['why']})" for e in b.get("stale", [])]
-        out += [f"- new failure: `{t}`" for t in b.get("new_failures", [])]
-        out += [f"- intermittent (a pass or a failure accepted): `{e['test']}` "
-                f"{ {'pass': 'passed', 'xfail': 'failed'}.get(e['outcome'], e['outcome'])} this time"
-                for e in b.get("intermittent", [])]
-        u = b.get("update")
-        if u:
-            out.append(f"- updated `{u['file']}`: {len(u['added'])} added, {len(u['dropped'])} dropped, "
-                       f"{u['kept']} kept ({u['outside']} outside this run's selection)")
-            out += [f"  - added `{t}` (write its reason)" for t in u["added"]]
-            out += [f"  - dropped `{d['test']}` ({d['why']})" for d in u["dropped"]]
-        out.append("")
-    if s.repeat:
-        out += ["## Repeats", "", f"Each failed test rerun {s.repeat['n']} time(s): flaky (passed at least once) "
-                "or steady (failed every time).", "", "| Test | Verdict | Outcomes |", "|---|---|---|"]
-        out += [f"| `{t['test']}` | {t['verdict']} | {', '.join(t['outcomes'])} |" for t in s.repeat["tests"]]
-        out.append("")
+    if not (b.get("stale") or b.get("new_failures") or b.get("intermittent") or b.get("update")):
+        return []
+    out = ["## Baseline", ""]
+    out += [f"- stale: `{e['test']}` ({e['why']})" for e in b.get("stale", [])]
+    out += [f"- new failure: `{t}`" for t in b.get("new_failures", [])]
+    out += [f"- intermittent (a pass or a failure accepted): `{e['test']}` "
+            f"{ {'pass': 'passed', 'xfail': 'failed'}.get(e['outcome'], e['outcome'])} this time"
+            for e in b.get("intermittent", [])]
+    u = b.get("update")
+    if u:
+        out.append(f"- updated `{u['file']}`: {len(u['added'])} added, {len(u['dropped'])} dropped, "
+                   f"{u['kept']} kept ({u['outside']} outside this run's selection)")
+        out += [f"  - added `{t}` (write its reason)" for t in u["added"]]
+        out += [f"  - dropped `{d['test']}` ({d['why']})" for d in u["dropped"]]
+    return out + [""]
+
+
+def _repeats(s: RunSummary) -> list[str]:
+    if not s.repeat:
+        return []
+    out = ["## Repeats", "", f"Each failed test rerun {s.repeat['n']} time(s): flaky (passed at least once) "
+           "or steady (failed every time).", "", "| Test | Verdict | Outcomes |", "|---|---|---|"]
+    out += [f"| `{t['test']}` | {t['verdict']} | {', '.join(t['outcomes'])} |" for t in s.repeat["tests"]]
+    return out + [""]
+
+
+def _failing_tests(s: RunSummary) -> list[str]:
     bad = [r for r in s.results.values() if r.outcome in ("fail", "warn", "harness-error", "unfinished")]
-    if bad:
-        out += ["## Failing tests", "", "| Test | Outcome | Judged by | Message | Artifacts |",
-                "|---|---|---|---|---|"]
-        for r in bad:
-            out.append(f"| `{r.nodeid}` | {r.outcome} | {judged_as(r.clause, s.levels.get(r.clause, ''))} "
-                       f"| {_md(r.message)[:300]} | {rel(r.artifact_dir, base)} |")
-        out.append("")
+    if not bad:
+        return []
+    base = s.meta.get("report_dir")
+    out = ["## Failing tests", "", "| Test | Outcome | Judged by | Message | Artifacts |", "|---|---|---|---|---|"]
+    for r in bad:
+        out.append(f"| `{r.nodeid}` | {r.outcome} | {judged_as(r.clause, s.levels.get(r.clause, ''))} "
+                   f"| {_md(r.message)[:300]} | {rel(r.artifact_dir, base)} |")
+    return out + [""]
+
+
+def _coverage(s: RunSummary) -> list[str]:
+    """Coverage by section and the gate; the sections that follow need it."""
     cov = s.coverage
     if cov is None:
-        out += ["## Coverage", "", "not available (no inventory of the suite's tests)", ""]
-        return "\n".join(out) + "\n"
-    out += ["## Coverage by section", "", "| Section | Tested | Untested | Excluded |", "|---|---|---|---|"]
+        return ["## Coverage", "", "not available (no inventory of the suite's tests)", ""]
+    out = ["## Coverage by section", "", "| Section | Tested | Untested | Excluded |", "|---|---|---|---|"]
     out += [f"| {r['section']} | {r['tested']} | {r['untested']} | {r['excluded']} |" for r in cov.sections]
     if not cov.gated:
         out += ["", "The coverage gate was disabled (--no-coverage-gate)."]
@@ -133,21 +174,35 @@ def report_md(s: RunSummary) -> str:
         if unbitten:
             out += ["", f"**Bite gate failed**: {len(unbitten)} MUST clause(s) not in the bite map:"]
             out += [f"- {g['id']} ({g['level']}): {g['why']}" for g in unbitten]
-    out.append("")
-    if cov.bite is not None:
-        b = cov.bite["summary"]
-        out += ["## Bite map", "",
-                f"{b['proven']} of {b['total']} MUST clauses proven to fail on a recorded break "
-                f"({b['partial']} partly, {b['unverified']} recorded but not verified, {b['no-bite']} no-bite, "
-                f"{b['missing']} missing); map `{cov.bite['map']}`, verification "
-                f"`{cov.bite['verification'] or 'none'}`" + (f" of {cov.bite['verified_at']}" if cov.bite.get("verified_at") else "") + ".", ""]
-        rows = [(cid, v) for cid, v in cov.bite["clauses"].items() if v["status"] != "proven"]
-        if rows:
-            out += ["| Clause | Bite | Breaks recorded | Why not proven |", "|---|---|---|---|"]
-            out += [f"| {cid} | {v['status']} | {', '.join(v['breaks']) or '-'} | "
-                    f"{_md('; '.join(((n['half'] + ': ') if n['half'] else '') + n['reason'] for n in v['no_bite']))} |"
-                    for cid, v in rows]
-            out.append("")
+    return out + [""]
+
+
+def _bite_map(s: RunSummary) -> list[str]:
+    cov = s.coverage
+    if cov is None or cov.bite is None:
+        return []
+    b = cov.bite["summary"]
+    out = ["## Bite map", "",
+           f"{b['proven']} of {b['total']} MUST clauses proven to fail on a recorded break "
+           f"({b['partial']} partly, {b['unverified']} recorded but not verified, {b['no-bite']} no-bite, "
+           f"{b['missing']} missing); map `{cov.bite['map']}`, verification "
+           f"`{cov.bite['verification'] or 'none'}`" + (f" of {cov.bite['verified_at']}" if cov.bite.get("verified_at") else "") + ".", ""]
+    rows = [(cid, v) for cid, v in cov.bite["clauses"].items() if v["status"] != "proven"]
+    if rows:
+        out += ["| Clause | Bite | Breaks recorded | Why not proven |", "|---|---|---|---|"]
+        out += [f"| {cid} | {v['status']} | {', '.join(v['breaks']) or '-'} | "
+                f"{_md('; '.join(((n['half'] + ': ') if n['half'] else '') + n['reason'] for n in v['no_bite']))} |"
+                for cid, v in rows]
+        out.append("")
+    return out
+
+
+def _sections(s: RunSummary) -> list[str]:
+    """One table per top-level section: each clause, its tests and outcome."""
+    cov = s.coverage
+    if cov is None:
+        return []
+    out = []
     by_top: dict[str, list] = {}
     for c in cov.clauses:
         by_top.setdefault(c.section.split(".", 1)[0], []).append(c)
@@ -174,7 +229,7 @@ def report_md(s: RunSummary) -> str:
                 outcome += f" (not judged in some tests: {_md(c.reason)})"
             out.append(f"| {c.id} | {c.level} | {tests} | {outcome} |" + (f" {c.bite or '-'} |" if with_bite else ""))
         out.append("")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def write_md(path: str, s: RunSummary) -> None:
