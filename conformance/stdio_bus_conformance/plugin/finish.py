@@ -1,6 +1,7 @@
-"""The end of the run, in the controlling process: the results, root causes,
-coverage, baseline and verdict gathered into one RunSummary, the reports
-written from it, the exit status, and the console's closing lines."""
+"""The end of the run, in the controlling process: what the run gathered,
+as plain data (RunFacts), summarized into one RunSummary (reports/summary.py:
+summarize), the reports written from it, the exit status, and the console's
+closing lines."""
 
 from __future__ import annotations
 
@@ -10,16 +11,13 @@ import time
 
 import pytest
 
+from ..common.errors import HarnessError
 from ..reports import baseline as bl
-from ..reports import bite
 from ..reports import console
 from ..reports import summary as run_summary
+from ..reports.outcomes import EXIT_HARNESS, Verdict, summary_line
 from ..reports.render import write_all
 from ..reports.words import kit_line
-from ..reports.coverage import compute as compute_coverage
-from ..common.errors import HarnessError
-from ..reports.outcomes import EXIT_HARNESS, Verdict, gates, summary_line, ungated_failures, verdict
-from ..spec.judge import tier
 from ..spec import version as kit_version
 
 
@@ -34,50 +32,10 @@ class Finish:
         ctx = getattr(self, "ctx", None)
         return True if self.worker_mode or ctx is None else ctx.profile.gate_interpretations
 
-    def summary(self, session) -> run_summary.RunSummary:
-        order = {n: i for i, n in enumerate(self.inventory)}
-        self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-        gate_i = self.gate_interpretations()
-        for r in self.results.values():
-            self._finish(r)
-            r.gated = r.outcome != "fail" or gates(tier(r.clause) if r.clause else None, gate_interpretations=gate_i)
-        ungated = ungated_failures(((r.outcome, tier(r.clause) if r.clause else None)
-                                    for r in self.results.values()), gate_interpretations=gate_i)
-        root_causes = run_summary.root_causes(self.preflight, self.results, self.findings, self.level_of)
-        expected_items = set()
-        for rc in root_causes:
-            # a broken item of a MUST clause fails the run, unless the baseline expects it
-            # ("preflight::<item>"), or it blocked nothing and the baseline expects the
-            # failures of its clause's own tests
-            listed = bl.PREFLIGHT + rc["item"] in self.baseline
-            own = [r.outcome for r in self.results.values() if r.clause == rc["clause"]]
-            expected_by_tests = bool(own) and all(o == "xfail" for o in own)
-            # an item of an interpretation that does not gate (the seed is silent there) is
-            # reported, and the tests it blocked count as not judged, not as a failure
-            gated = gates(rc["tier"], gate_interpretations=gate_i)
-            rc["binding"] = rc["level"] in ("MUST", "MUST NOT") and not listed and gated and \
-                (rc["blocked"] > 0 or not expected_by_tests)
-            if listed or not gated or (rc["blocked"] == 0 and expected_by_tests):
-                expected_items.add(rc["item"])
-        coverage = None
-        if self.registry is not None and self.have_inventory:
-            coverage = compute_coverage(self.registry, self.inventory, self.results,
-                                        complete=self.inventory_complete, gate=self.gate_enabled,
-                                        preflight=self.preflight, expected_items=expected_items)
-            if self.config.getoption("bite_map"):
-                bite.attach(coverage, self.config.getoption("bite_map"), self.config.getoption("bite_results") or "")
-        blocked = sum(1 for r in self.results.values() if r.outcome == "blocked"
-                      and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items))
-        base = bl.report(self.baseline, self.results, set(self.inventory) if self.inventory_complete else None,
-                         self.preflight)
-        counts = run_summary.count(self.results)
-        v = verdict(counts, collection_errors=len(self.collection_errors), fatal=self.fatal, stale=base["stale"],
-                    gate_failures=coverage.gate_failures if coverage else [],
-                    min_tests=self.config.getoption("min_tests"), nothing_selected=self.nothing_selected,
-                    findings=self.findings, interrupted=self.interrupted,
-                    broken=[rc for rc in root_causes if rc["binding"]], blocked=blocked,
-                    strict=self.config.getoption("strict_should"), ungated=ungated)
+    def facts(self) -> run_summary.RunFacts:
+        """What this run gathered, as plain data for run_summary.summarize."""
         opt = self.config.getoption
+        gate_i = self.gate_interpretations()
         meta = {
             "suite": "stdio Bus conformance kit",
             **self.subject_meta(),
@@ -89,19 +47,29 @@ class Finish:
             "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
             .isoformat(timespec="seconds"),
             "duration": round(time.monotonic() - self.t0, 3),
-            # whether failures of our interpretations decide the exit status, and why
-            "gate": {"interpretations": gate_i,
-                     "why": "--strict" if self.config.getoption("strict_should") else
-                     ("profile" if gate_i else "default: reported, not gated")},
             "report_dir": self.report_dir,
             "selection": {"clause": opt("clause"), "exclude_clause": opt("exclude_clause"),
                           "section": opt("section"), "keyword": opt("keyword") or None,
                           "only": opt("only")},
         }
-        levels = {c.id: c.level for c in self.registry} if self.registry else {}
-        return run_summary.RunSummary(meta, self.results, counts, coverage, v, levels, base,
-                                  self.collection_errors, self.fatal, self.worker_subject(),
-                                  findings=self.findings, preflight=self.preflight, root_causes=root_causes)
+        return run_summary.RunFacts(
+            results=self.results, registry=self.registry, inventory=self.inventory,
+            inventory_complete=self.inventory_complete, have_inventory=self.have_inventory,
+            findings=self.findings, preflight=self.preflight, baseline=self.baseline,
+            collection_errors=self.collection_errors, fatal=self.fatal,
+            nothing_selected=self.nothing_selected, interrupted=self.interrupted,
+            gate_enabled=self.gate_enabled, gate_interpretations=gate_i,
+            gate_why="--strict" if opt("strict_should") else ("profile" if gate_i else "default: reported, not gated"),
+            strict=opt("strict_should"), min_tests=opt("min_tests"),
+            bite_map=opt("bite_map"), bite_results=opt("bite_results") or "",
+            meta=meta, worker=self.worker_subject())
+
+    def summary(self, session) -> run_summary.RunSummary:
+        order = {n: i for i, n in enumerate(self.inventory)}
+        self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+        for r in self.results.values():
+            self._finish(r)
+        return run_summary.summarize(self.facts())
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):

@@ -4,9 +4,13 @@ the results, counts, root causes, coverage and verdict."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from . import baseline as bl
+from . import bite
 from .coverage import Coverage
+from .coverage import compute as compute_coverage
 from ..spec.judge import tier
-from .outcomes import OUTCOMES, Verdict
+from .outcomes import OUTCOMES, Verdict, gates, ungated_failures, verdict
 from .words import MANDATORY
 
 
@@ -56,3 +60,82 @@ def count(results: dict) -> dict:
         counts[r.outcome] += 1
     counts["total"] = len(results)
     return counts
+
+
+@dataclass
+class RunFacts:
+    """What the plugin gathered during a run, as plain data: everything the
+    verdict and the reports are computed from (summarize), so that they can
+    be computed, and tested, without pytest."""
+    results: dict                   # nodeid -> TestResult, classified (outcome, clause), in run order
+    registry: object = None         # spec.registry.Registry, None when SPEC.md could not be read
+    inventory: dict = field(default_factory=dict)   # nodeid -> cited clause ids, every collected test
+    inventory_complete: bool = False   # the whole suite was collected (the coverage gate applies)
+    have_inventory: bool = False
+    findings: list = field(default_factory=list)
+    preflight: object = None        # daemon.items.Results, when the preflight ran
+    baseline: dict = field(default_factory=bl.empty)
+    collection_errors: list = field(default_factory=list)
+    fatal: list = field(default_factory=list)
+    nothing_selected: bool = False
+    interrupted: bool = False
+    gate_enabled: bool = True       # the coverage gate (--no-coverage-gate turns it off)
+    gate_interpretations: bool = True
+    gate_why: str = "profile"
+    strict: bool = False            # SHOULD failures fail the run too
+    min_tests: int = 0
+    bite_map: str | None = None
+    bite_results: str = ""
+    meta: dict = field(default_factory=dict)   # the subject, seed, times, selection (results.json meta)
+    worker: dict | None = None      # worker mode: the worker's description
+
+
+def level_of(registry, cid: str | None) -> str:
+    return registry.level(cid) if registry is not None else "MUST"
+
+
+def summarize(f: RunFacts) -> RunSummary:
+    """The run's conclusion: which failures gate, the root causes, coverage
+    (and the bite map), the baseline report, the counts and the verdict."""
+    gate_i = f.gate_interpretations
+    for r in f.results.values():
+        r.gated = r.outcome != "fail" or gates(tier(r.clause) if r.clause else None, gate_interpretations=gate_i)
+    ungated = ungated_failures(((r.outcome, tier(r.clause) if r.clause else None)
+                                for r in f.results.values()), gate_interpretations=gate_i)
+    causes = root_causes(f.preflight, f.results, f.findings, lambda cid: level_of(f.registry, cid))
+    expected_items = set()
+    for rc in causes:
+        # a broken item of a MUST clause fails the run, unless the baseline expects it
+        # ("preflight::<item>"), or it blocked nothing and the baseline expects the
+        # failures of its clause's own tests
+        listed = bl.PREFLIGHT + rc["item"] in f.baseline
+        own = [r.outcome for r in f.results.values() if r.clause == rc["clause"]]
+        expected_by_tests = bool(own) and all(o == "xfail" for o in own)
+        # an item of an interpretation that does not gate (the seed is silent there) is
+        # reported, and the tests it blocked count as not judged, not as a failure
+        gated = gates(rc["tier"], gate_interpretations=gate_i)
+        rc["binding"] = rc["level"] in MANDATORY and not listed and gated and \
+            (rc["blocked"] > 0 or not expected_by_tests)
+        if listed or not gated or (rc["blocked"] == 0 and expected_by_tests):
+            expected_items.add(rc["item"])
+    coverage = None
+    if f.registry is not None and f.have_inventory:
+        coverage = compute_coverage(f.registry, f.inventory, f.results, complete=f.inventory_complete,
+                                    gate=f.gate_enabled, preflight=f.preflight, expected_items=expected_items)
+        if f.bite_map:
+            bite.attach(coverage, f.bite_map, f.bite_results or "")
+    blocked = sum(1 for r in f.results.values() if r.outcome == "blocked"
+                  and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items))
+    base = bl.report(f.baseline, f.results, set(f.inventory) if f.inventory_complete else None, f.preflight)
+    counts = count(f.results)
+    v = verdict(counts, collection_errors=len(f.collection_errors), fatal=f.fatal, stale=base["stale"],
+                gate_failures=coverage.gate_failures if coverage else [],
+                min_tests=f.min_tests, nothing_selected=f.nothing_selected,
+                findings=f.findings, interrupted=f.interrupted,
+                broken=[rc for rc in causes if rc["binding"]], blocked=blocked,
+                strict=f.strict, ungated=ungated)
+    # whether failures of our interpretations decide the exit status, and why
+    meta = {**f.meta, "gate": {"interpretations": gate_i, "why": f.gate_why}}
+    levels = {c.id: c.level for c in f.registry} if f.registry else {}
+    return RunSummary(meta, f.results, counts, coverage, v, levels, base, f.collection_errors, f.fatal,
+                      f.worker, findings=f.findings, preflight=f.preflight, root_causes=causes)
