@@ -22,97 +22,103 @@ from ..spec import version as kit_version
 
 
 class Finish:
-    """State's end of the run (a base of State)."""
+    """The run's verdict and reports, at its end (one of the run's plugins,
+    state.py)."""
+
+    def __init__(self, run):
+        self.run = run
+        self.paths: dict | None = None             # the reports written
+        self.baseline_written: tuple | None = None  # (file, entries) of --write-baseline
 
     def gate_interpretations(self) -> bool:
         """Whether failures of our interpretations (SB-I) fail the run:
         --strict, or the profile says so (ours does)."""
-        if self.config.getoption("strict_should"):
+        if self.run.config.getoption("strict_should"):
             return True
-        ctx = getattr(self, "ctx", None)
-        return True if self.worker_mode or ctx is None else ctx.profile.gate_interpretations
+        ctx = self.run.ctx
+        return True if self.run.worker_mode or ctx is None else ctx.profile.gate_interpretations
 
     def facts(self) -> run_summary.RunFacts:
         """What this run gathered, as plain data for run_summary.summarize."""
-        opt = self.config.getoption
+        opt = self.run.config.getoption
         gate_i = self.gate_interpretations()
         meta = {
             "suite": "stdio Bus conformance kit",
-            **self.subject_meta(),
+            **self.run.subjects.subject_meta(),
             # kit, kit_version, spec_version: which kit, judging which spec revision
-            **kit_version.about(None if self.worker_mode else self.registry),
-            "spec": str(self.registry.path) if self.registry else None,
-            "clauses": len(self.registry.clauses) if self.registry else 0,
-            "seed": self.seed,
-            "started_at": datetime.datetime.fromtimestamp(self.started).astimezone()
+            **kit_version.about(None if self.run.worker_mode else self.run.registry),
+            "spec": str(self.run.registry.path) if self.run.registry else None,
+            "clauses": len(self.run.registry.clauses) if self.run.registry else 0,
+            "seed": self.run.seed,
+            "started_at": datetime.datetime.fromtimestamp(self.run.started).astimezone()
             .isoformat(timespec="seconds"),
-            "duration": round(time.monotonic() - self.t0, 3),
-            "report_dir": self.report_dir,
+            "duration": round(time.monotonic() - self.run.t0, 3),
+            "report_dir": self.run.report_dir,
             "selection": {"clause": opt("clause"), "exclude_clause": opt("exclude_clause"),
                           "section": opt("section"), "keyword": opt("keyword") or None,
                           "only": opt("only")},
         }
         return run_summary.RunFacts(
-            results=self.results, registry=self.registry, inventory=self.inventory,
-            inventory_complete=self.inventory_complete, have_inventory=self.have_inventory,
-            findings=self.findings, preflight=self.preflight, baseline=self.baseline,
-            collection_errors=self.collection_errors, fatal=self.fatal,
-            nothing_selected=self.nothing_selected, interrupted=self.interrupted,
-            gate_enabled=self.gate_enabled, gate_interpretations=gate_i,
+            results=self.run.results, registry=self.run.registry, inventory=self.run.inventory,
+            inventory_complete=self.run.inventory_complete, have_inventory=self.run.have_inventory,
+            findings=self.run.findings, preflight=self.run.preflight, baseline=self.run.baseline,
+            collection_errors=self.run.collection_errors, fatal=self.run.fatal,
+            nothing_selected=self.run.nothing_selected, interrupted=self.run.interrupted,
+            gate_enabled=self.run.gate_enabled, gate_interpretations=gate_i,
             gate_why="--strict" if opt("strict_should") else ("profile" if gate_i else "default: reported, not gated"),
             strict=opt("strict_should"), min_tests=opt("min_tests"),
             bite_map=opt("bite_map"), bite_results=opt("bite_results") or "",
-            meta=meta, worker=self.worker_subject())
+            meta=meta, worker=self.run.subjects.worker_subject())
 
     def summary(self, session) -> run_summary.RunSummary:
-        order = {n: i for i, n in enumerate(self.inventory)}
-        self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-        for r in self.results.values():
-            self._finish(r)
+        order = {n: i for i, n in enumerate(self.run.inventory)}
+        self.run.results = dict(sorted(self.run.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+        for r in self.run.results.values():
+            self.run.outcomes.finish_result(r)
         return run_summary.summarize(self.facts())
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if self.is_worker:
-            self.config.workeroutput["sb_findings"] = self.sweep_marked()
+        if self.run.is_worker:
+            self.run.config.workeroutput["sb_findings"] = self.run.subjects.sweep_marked()
             return
         if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop:
             # Ctrl-C, or xdist stopping: what did not finish is unfinished, and the run exits 2
-            self.interrupted = self.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
-        self.findings += self.sweep_marked()
+            self.run.interrupted = self.run.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
+        self.run.findings += self.run.subjects.sweep_marked()
         s = self.summary(session)
-        self.final = s
-        if self.config.option.collectonly:
+        self.run.final = s
+        if self.run.config.option.collectonly:
             # run.py --coverage: collection errors, fatal errors and the gate count
             broken = s.fatal or s.collection_errors
-            if self.config.getoption("coverage_only"):
+            if self.run.config.getoption("coverage_only"):
                 broken = broken or s.coverage is None or s.coverage.gate_failures
             if broken:
                 session.exitstatus = 2
-            elif self.config.getoption("coverage_only"):
+            elif self.run.config.getoption("coverage_only"):
                 session.exitstatus = 0
             return
-        strict = self.config.getoption("strict_should")
-        ub = self.config.getoption("update_baseline")
+        strict = self.run.config.getoption("strict_should")
+        ub = self.run.config.getoption("update_baseline")
         if ub:
             try:
-                s.baseline["update"] = bl.update(ub, s.meta["daemon"], self.results,
-                                                 set(self.inventory) if self.inventory_complete else None,
-                                                 self.preflight, s.root_causes, strict)
+                s.baseline["update"] = bl.update(ub, s.meta["daemon"], self.run.results,
+                                                 set(self.run.inventory) if self.run.inventory_complete else None,
+                                                 self.run.preflight, s.root_causes, strict)
             except (HarnessError, OSError) as exc:  # the file is left as it was
                 s.fatal.append(f"--update-baseline: {exc}")
                 s.verdict = Verdict(EXIT_HARNESS, [s.fatal[-1]] + s.verdict.reasons, s.verdict.notes)
-        self.paths = write_all(self.report_dir, s)
-        wb = self.config.getoption("write_baseline")
+        self.paths = write_all(self.run.report_dir, s)
+        wb = self.run.config.getoption("write_baseline")
         if wb:
-            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.results, self.baseline,
+            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.run.results, self.run.baseline,
                                                   s.root_causes, strict))
         session.exitstatus = s.verdict.exit_code
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
-        if self.is_worker or not hasattr(self, "final"):
+        if self.run.is_worker or self.run.final is None:
             return
-        s, tr = self.final, terminalreporter
+        s, tr = self.run.final, terminalreporter
         if config.option.collectonly and not config.getoption("coverage_only"):
             return
         for key, title in (("warn", "WARNINGS (SHOULD-level clauses not met)"),
@@ -146,10 +152,10 @@ class Finish:
         for r in s.results.values():
             if r.artifact_dir:
                 tr.write_line(f"reproducer for {r.nodeid}: {r.artifact_dir}")
-        if hasattr(self, "paths"):
+        if self.paths is not None:
             tr.write_line(f"reports: {os.path.dirname(self.paths['results.json'])}/"
                           "{results.json,junit.xml,report.md}")
-        if hasattr(self, "baseline_written"):
+        if self.baseline_written is not None:
             tr.write_line(f"baseline written: {self.baseline_written[0]} "
                           f"({self.baseline_written[1]} expected failures)")
         if not config.option.collectonly:

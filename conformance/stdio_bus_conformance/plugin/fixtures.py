@@ -11,6 +11,7 @@ from ..daemon.bus import Bus
 from ..daemon.items import blocked_message
 from ..worker.run import WorkerRun
 from . import keys
+from .selection import item_clauses
 from .state import STATE_KEY
 
 
@@ -43,7 +44,7 @@ def bus(request, sb_mode):
         missing = [f for f in m.args if f not in state.ctx.profile.features]
         if missing:
             pytest.skip(f"unsupported: the profile lacks feature(s) {', '.join(missing)}")
-    cited = state.item_clauses(request.node)
+    cited = item_clauses(request.node)
     if state.ctx.preflight is not None:  # blocked before anything starts: fast
         for item in [f"start-{sb_mode}"] + [a for m in request.node.iter_markers("stands_on") for a in m.args]:
             r = state.ctx.preflight.blocking(item, cited)
@@ -65,9 +66,9 @@ def bus(request, sb_mode):
             request.node.stash[keys.FINDINGS] = list(b.findings)
             if request.node.stash.get(keys.FAILED, False) or crash is not None or \
                     any(f["kind"] != "flood" for f in b.findings):
-                dest = state.artifact_dir(request.node.nodeid)
-                b.write_artifacts(dest, state.rerun_command(request.node), state.artifact_room())
-                state.write_rerun(dest, request.node)
+                dest = state.artifacts.artifact_dir(request.node.nodeid)
+                b.write_artifacts(dest, state.artifacts.rerun_command(request.node), state.artifacts.artifact_room())
+                state.artifacts.write_rerun(dest, request.node)
                 if b.truncated:
                     request.node.stash[keys.FINDINGS].append(
                         {"kind": "truncated", "test": request.node.nodeid, "clause": None,
@@ -95,21 +96,21 @@ def worker(request):
         raise HarnessError("this test judges a worker (the `worker` fixture) and the run judges a daemon: "
                            "pass --worker 'COMMAND ARGS' --worker-profile P")
     desc = state.wctx.desc
-    why = state.worker_unsupported(request.node)
+    why = state.collection.worker_unsupported(request.node)
     if why:
         pytest.skip(f"unsupported: {why}")
     for m in request.node.iter_markers("requires"):
         missing = [f for f in m.args if not desc.has(f)]
         if missing:
             pytest.skip(f"the worker description gives no {', '.join(missing)}")
-    w = WorkerRun(state.wctx, request.node.nodeid, state.item_clauses(request.node))
+    w = WorkerRun(state.wctx, request.node.nodeid, item_clauses(request.node))
     try:
         yield w
     finally:
         try:
             w.stop()
             if request.node.stash.get(keys.FAILED, False):
-                w.write_artifacts(state.artifact_dir(request.node.nodeid),
-                                  state.rerun_command(request.node))
+                w.write_artifacts(state.artifacts.artifact_dir(request.node.nodeid),
+                                  state.artifacts.rerun_command(request.node))
         finally:
             w.cleanup()

@@ -12,8 +12,8 @@ controller (no collection: receives reports, writes the reports), and an
 xdist worker (collects, runs, and sends its inventory of cited clauses back
 through workeroutput).
 
-The State is a plugin instance too (its hooks see the config); its concerns
-live in their own modules: subjects.py (both modes' set-up and preflight),
+The run's data is one Run (state.py); its roles are plugins of their own,
+each holding the Run: subjects.py (both modes' set-up and preflight),
 selection.py (collection rules and selection), results.py (each test's
 outcome), artifacts.py (reproducers), finish.py (the verdict and the reports).
 """
@@ -24,7 +24,7 @@ from ..common import context
 from ..common.interrupt import sigterm_interrupts
 from ..daemon import contain
 from ..worker.description import MCP_VERSIONS, PROFILES
-from .state import STATE_KEY, State
+from .state import STATE_KEY, Run
 
 
 def pytest_addoption(parser):
@@ -86,9 +86,10 @@ def pytest_configure(config):
                             "(plugin/order.py) so its wait overlaps the rest of the suite")
     if not _active(config):
         return
-    state = State(config)
-    setattr(config, STATE_KEY, state)
-    config.pluginmanager.register(state, "sb_state")
+    run = Run(config)
+    setattr(config, STATE_KEY, run)
+    for name, plugin in run.plugins().items():
+        config.pluginmanager.register(plugin, name)
     context.state.wait = config.getoption("wait_timeout")
     # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
     contain.become_subreaper()

@@ -14,6 +14,7 @@ from ..common.errors import DaemonCrashed
 from ..reports.outcomes import Phase, TestResult, classify, exception_kind
 from ..spec.judge import ClauseFailure
 from . import keys
+from .selection import item_clauses
 
 _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
     "pass": ("passed", ".", "PASSED"),
@@ -29,22 +30,25 @@ _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
 
 
 class Results:
-    """State's outcome of each test (a base of State)."""
+    """The outcome of each test (one of the run's plugins, state.py)."""
+
+    def __init__(self, run):
+        self.run = run
 
     # -- xdist (controller side) ---------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
         out = getattr(node, "workeroutput", None) or {}
-        self.findings += out.get("sb_findings", [])
+        self.run.findings += out.get("sb_findings", [])
         if "sb_inventory" in out:
-            self.inventory.update(out["sb_inventory"])
-            self.inventory_complete = bool(out.get("sb_inventory_complete"))
-            self.have_inventory = True
+            self.run.inventory.update(out["sb_inventory"])
+            self.run.inventory_complete = bool(out.get("sb_inventory_complete"))
+            self.run.have_inventory = True
 
     # -- running -------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
-        context.begin_test(item.nodeid, self.item_clauses(item))
+        context.begin_test(item.nodeid, item_clauses(item))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(self, item, nextitem):
@@ -55,7 +59,7 @@ class Results:
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         rep = outcome.get_result()
-        rep.sb_clauses = self.item_clauses(item)
+        rep.sb_clauses = item_clauses(item)
         spec = getattr(item, "callspec", None)
         rep.sb_mode = spec.params.get("sb_mode") if spec is not None else None
         rep.sb_kind, rep.sb_message, rep.sb_clause, rep.sb_finding = None, "", None, None
@@ -83,11 +87,11 @@ class Results:
             item.stash[keys.FAILED] = True
 
     def pytest_runtest_logreport(self, report):
-        if self.is_worker:
+        if self.run.is_worker:
             return
-        r = self.results.get(report.nodeid)
+        r = self.run.results.get(report.nodeid)
         if r is None:
-            r = self.results[report.nodeid] = TestResult(
+            r = self.run.results[report.nodeid] = TestResult(
                 report.nodeid, list(getattr(report, "sb_clauses", []) or []), getattr(report, "sb_mode", None))
         details = ""
         if report.failed:
@@ -97,16 +101,16 @@ class Results:
                                       bool(getattr(report, "wasxfail", None)),
                                       getattr(report, "sb_clause", None), getattr(report, "sb_finding", None))
         for f in getattr(report, "sb_findings", None) or []:
-            self.findings.append(f)
+            self.run.findings.append(f)
             r.findings.append(f)
-        self._finish(r)
+        self.finish_result(r)
 
     def level_of(self, cid: str | None) -> str:
-        return self.registry.level(cid) if self.registry is not None else "MUST"
+        return self.run.registry.level(cid) if self.run.registry is not None else "MUST"
 
-    def _finish(self, r: TestResult):
-        r.outcome, r.message, r.details, r.clause = classify(r, self.level_of, r.nodeid in self.baseline)
-        d = self.artifact_dir(r.nodeid)
+    def finish_result(self, r: TestResult):
+        r.outcome, r.message, r.details, r.clause = classify(r, self.level_of, r.nodeid in self.run.baseline)
+        d = self.run.artifacts.artifact_dir(r.nodeid)
         r.artifact_dir = str(d) if d.is_dir() else None
 
     def pytest_report_teststatus(self, report, config):
@@ -119,8 +123,8 @@ class Results:
                                       "", 0.0, bool(getattr(report, "wasxfail", None)))
         r.phases[report.when].clause = getattr(report, "sb_clause", None)
         r.phases[report.when].finding = getattr(report, "sb_finding", None)
-        outcome = classify(r, self.level_of, report.nodeid in self.baseline)[0]
+        outcome = classify(r, self.level_of, report.nodeid in self.run.baseline)[0]
         return _CATEGORY[outcome]
 
     def pytest_keyboard_interrupt(self, excinfo):
-        self.interrupted = True
+        self.run.interrupted = True

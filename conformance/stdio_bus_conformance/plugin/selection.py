@@ -17,16 +17,22 @@ from ..worker.description import FACTS, PROFILES, clause_applies, speaks
 from .order import slowest_first
 
 
-class Selection:
-    """State's collection rules and selection (a base of State)."""
+def item_clauses(item) -> list[str]:
+    """The clauses a test cites, in order (its first is the one its plain
+    asserts are judged by)."""
+    ids: list[str] = []
+    for m in item.iter_markers("clause"):
+        for a in m.args:
+            if a not in ids:
+                ids.append(a)
+    return ids
 
-    def item_clauses(self, item) -> list[str]:
-        ids: list[str] = []
-        for m in item.iter_markers("clause"):
-            for a in m.args:
-                if a not in ids:
-                    ids.append(a)
-        return ids
+
+class Selection:
+    """Collection rules and selection (one of the run's plugins, state.py)."""
+
+    def __init__(self, run):
+        self.run = run
 
     def item_problems(self, item) -> list[str]:
         marks = list(item.iter_markers("clause"))
@@ -40,9 +46,9 @@ class Selection:
             for a in m.args:
                 if not isinstance(a, str) or not ID_RE.match(a):
                     problems.append(f"{item.nodeid}: {a!r} is not a clause id (SB-<section>-<n> or SB-I-<n>)")
-                elif self.registry is not None and a not in self.registry:
-                    problems.append(f"{item.nodeid}: cites unknown clause {a} (not in {self.registry.path})")
-                elif self.registry is not None and self.registry[a].retired:
+                elif self.run.registry is not None and a not in self.run.registry:
+                    problems.append(f"{item.nodeid}: cites unknown clause {a} (not in {self.run.registry.path})")
+                elif self.run.registry is not None and self.run.registry[a].retired:
                     problems.append(f"{item.nodeid}: cites {a}, which SPEC.md marks RETIRED")
         for m in item.iter_markers("stands_on"):
             bad = [x for x in m.args if x not in PREFLIGHT_ITEMS]
@@ -53,11 +59,11 @@ class Selection:
             bad = [x for x in m.args if x not in MODES]
             if bad or not m.args:
                 problems.append(f"{item.nodeid}: @pytest.mark.modes{m.args!r}: modes are {', '.join(MODES)}")
-        if self.worker_mode and not problems:
+        if self.run.worker_mode and not problems:
             problems += self.worker_item_problems(item)
         elif not problems:
             # an extension is judged only where the profile claims it (SB-X: @pytest.mark.requires)
-            ext = [c for c in self.item_clauses(item) if c.startswith("SB-X-")]
+            ext = [c for c in item_clauses(item) if c.startswith("SB-X-")]
             if ext and not any(m.args for m in item.iter_markers("requires")):
                 problems.append(f"{item.nodeid}: cites {', '.join(ext)} (an extension) without "
                                 "@pytest.mark.requires(<feature>): it would judge every daemon on our extension")
@@ -73,8 +79,8 @@ class Selection:
             if len(m.args) != 1 or m.args[0] not in PROFILES:
                 problems.append(f"{item.nodeid}: @pytest.mark.worker_profile{m.args!r}: one of "
                                 f"{', '.join(PROFILES)}")
-        clauses = [self.registry[c] for c in self.item_clauses(item)
-                   if self.registry is not None and c in self.registry]
+        clauses = [self.run.registry[c] for c in item_clauses(item)
+                   if self.run.registry is not None and c in self.run.registry]
         for clause in clauses:
             if clause.profiles is None:
                 problems.append(f"{item.nodeid}: {clause.id} has no 'profiles:' at the start of its Notes")
@@ -91,10 +97,10 @@ class Selection:
         """Why the worker under test is not judged by this test, or None:
         a cited clause belongs to no profile it claims (in its MCP revision),
         or the test talks a profile it does not claim."""
-        desc = self.wctx.desc
+        desc = self.run.wctx.desc
         claims = ", ".join(desc.claims) or "nothing"
-        for cid in self.item_clauses(item):
-            clause = self.registry[cid]
+        for cid in item_clauses(item):
+            clause = self.run.registry[cid]
             if not clause_applies(clause.profiles, desc.claims, desc.mcp_version):
                 where = ", ".join(f"{p} {' '.join(r)}".strip() for p, r in (clause.profiles or {}).items())
                 return f"the worker claims {claims} (MCP {desc.mcp_version}); {cid} belongs to {where}"
@@ -106,7 +112,7 @@ class Selection:
     def pytest_ignore_collect(self, collection_path, config):
         """A daemon run leaves worker_tests/ alone and a worker run tests/,
         unless the directory was named on the command line."""
-        other = CONFORMANCE_DIR / ("tests" if self.worker_mode else "worker_tests")
+        other = CONFORMANCE_DIR / ("tests" if self.run.worker_mode else "worker_tests")
         path = Path(collection_path).resolve()
         if path != other and other not in path.parents:
             return None
@@ -139,33 +145,33 @@ class Selection:
     def pytest_collection_modifyitems(self, session, config, items):
         # the inventory (coverage) counts every collected test, before selection
         for it in items:
-            self.inventory[it.nodeid] = self.item_clauses(it)
-        self.have_inventory = True
-        self.inventory_complete = all(os.path.isdir(a.split("::")[0]) for a in config.args)
-        if self.is_worker:
-            config.workeroutput["sb_inventory"] = self.inventory
-            config.workeroutput["sb_inventory_complete"] = self.inventory_complete
+            self.run.inventory[it.nodeid] = item_clauses(it)
+        self.run.have_inventory = True
+        self.run.inventory_complete = all(os.path.isdir(a.split("::")[0]) for a in config.args)
+        if self.run.is_worker:
+            config.workeroutput["sb_inventory"] = self.run.inventory
+            config.workeroutput["sb_inventory_complete"] = self.run.inventory_complete
         opt = config.getoption
         globs, excl, sections, only = opt("clause"), opt("exclude_clause"), opt("section"), set(opt("only"))
-        if (globs or excl or sections or only) and self.registry is not None:
+        if (globs or excl or sections or only) and self.run.registry is not None:
             keep, drop = [], []
             for it in items:
-                ids = self.inventory[it.nodeid]
-                wanted = self.registry.select(ids, globs, excl, sections) and (not only or it.nodeid in only)
+                ids = self.run.inventory[it.nodeid]
+                wanted = self.run.registry.select(ids, globs, excl, sections) and (not only or it.nodeid in only)
                 (keep if wanted else drop).append(it)
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
             if not keep:
-                self.nothing_selected = True
+                self.run.nothing_selected = True
         workers = getattr(config, "workerinput", {}).get("workercount") or config.getoption("numprocesses", 1) or 1
         items[:] = slowest_first(items, int(workers))  # better balance across xdist workers (plugin/order.py)
 
     def pytest_collection_finish(self, session):
-        if self.worker_mode:  # which root-cause tests run: only those can block others
-            self.wctx.selected = {it.name.split("[")[0] for it in session.items}
+        if self.run.worker_mode:  # which root-cause tests run: only those can block others
+            self.run.wctx.selected = {it.name.split("[")[0] for it in session.items}
 
     def pytest_collectreport(self, report):
         if report.failed:
-            self.collection_errors.append({"where": report.nodeid or "(session)",
+            self.run.collection_errors.append({"where": report.nodeid or "(session)",
                                            "message": str(report.longrepr)})

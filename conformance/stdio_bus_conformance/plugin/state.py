@@ -1,8 +1,7 @@
 """The run's state in one process: options read once, the clause registry,
-the baseline, and what the hooks collect (inventory, results, findings).
-
-One object, registered as a plugin so that its hooks see the config; each
-concern is a base class in its own module."""
+the baseline, and what the hooks collect (inventory, results, findings), as
+data; the roles that gather it are plugins of their own (subjects.py,
+selection.py, results.py, artifacts.py, finish.py), each holding the Run."""
 
 from __future__ import annotations
 
@@ -24,12 +23,17 @@ from .subjects import Subjects
 STATE_KEY = "_sb_state"
 
 
-class State(Subjects, Selection, Results, Artifacts, Finish):
-    """The run's state; pytest calls the hooks its bases define."""
+class Run:
+    """The run in one process: its options, read once, and the data its
+    plugins gather (the clause registry, the inventory, each test's result,
+    the findings). Each role is a plugin of its own that reads and writes
+    this data: subjects (what is judged), collection (the rules and the
+    selection), outcomes (each test's result), artifacts (reproducers) and
+    verdict (the end of the run)."""
 
     def __init__(self, config):
         self.config = config
-        self.is_worker = hasattr(config, "workerinput")
+        self.is_worker = hasattr(config, "workerinput")   # an xdist worker process
         self.fatal: list[str] = []
         self.registry: Registry | None = None
         self.inventory: dict[str, list] = {}   # nodeid -> clause ids (all collected tests)
@@ -40,6 +44,9 @@ class State(Subjects, Selection, Results, Artifacts, Finish):
         self.interrupted = False
         self.collection_errors: list[dict] = []
         self.nothing_selected = False
+        self.final = None                      # the RunSummary, once the verdict is in
+        self.ctx = None                        # daemon mode: daemon.bus.RunContext
+        self.wctx = None                       # worker mode: worker.run.WorkerContext
         self.started = time.time()
         self.t0 = time.monotonic()
         opt = config.getoption
@@ -58,10 +65,6 @@ class State(Subjects, Selection, Results, Artifacts, Finish):
             self.registry = Registry.load(opt("spec"), "WORKER_SPEC.md" if self.worker_mode else "SPEC.md")
         except HarnessError as exc:
             self.fatal.append(str(exc))
-        if self.worker_mode:
-            self._init_worker()
-        else:
-            self._init_daemon()
         self.baseline = bl.empty()
         if opt("baseline"):
             try:
@@ -69,5 +72,13 @@ class State(Subjects, Selection, Results, Artifacts, Finish):
             except HarnessError as exc:
                 self.fatal.append(str(exc))
         self.gate_enabled = not opt("no_coverage_gate")
-        if not self.is_worker and not config.option.collectonly:
-            self._clean_report_dir()
+        # the roles, each a plugin (registered by hooks.pytest_configure)
+        self.subjects = Subjects(self)
+        self.artifacts = Artifacts(self)
+        self.collection = Selection(self)
+        self.outcomes = Results(self)
+        self.verdict = Finish(self)
+
+    def plugins(self) -> dict:
+        return {"sb_subjects": self.subjects, "sb_artifacts": self.artifacts, "sb_collection": self.collection,
+                "sb_outcomes": self.outcomes, "sb_verdict": self.verdict}

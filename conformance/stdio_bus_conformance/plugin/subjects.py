@@ -20,6 +20,7 @@ from ..worker.description import from_options
 from ..worker.description import problems as worker_problems
 from ..worker.run import WorkerContext
 
+
 def _first_existing(*paths) -> str | None:
     for p in paths:
         if p and os.path.exists(p):
@@ -47,50 +48,58 @@ def default_profile() -> str | None:
 
 
 class Subjects:
-    """State's set-up of the subject under test (a base of State)."""
+    """The subject under test, set up once per process (one of the run's
+    plugins, state.py): the daemon's context, or the worker's."""
+
+    def __init__(self, run):
+        self.run = run
+        if run.worker_mode:
+            self._init_worker()
+        else:
+            self._init_daemon()
 
     def _init_worker(self):
-        opt = self.config.getoption
+        opt = self.run.config.getoption
         try:
             desc = from_options(opt("worker"), opt("worker_profile"), opt("worker_env"),
                                 opt("worker_description"), opt("mcp_version"))
         except HarnessError as exc:
-            self.fatal.append(str(exc))
+            self.run.fatal.append(str(exc))
             desc = from_options(None, [], [], None)
-        if not self.config.option.collectonly:  # --coverage needs no worker
-            self.fatal += worker_problems(desc)
-        self.wctx = WorkerContext(desc=desc, seed=self.seed, timeout=desc.answer_timeout or opt("wait_timeout"))
-        if self.is_worker:  # the controller ran the preflight (pytest_sessionstart)
-            self._use_worker_preflight(self.config.workerinput.get("sb_worker_preflight") or {})
+        if not self.run.config.option.collectonly:  # --coverage needs no worker
+            self.run.fatal += worker_problems(desc)
+        self.run.wctx = WorkerContext(desc=desc, seed=self.run.seed, timeout=desc.answer_timeout or opt("wait_timeout"))
+        if self.run.is_worker:  # the controller ran the preflight (pytest_sessionstart)
+            self._use_worker_preflight(self.run.config.workerinput.get("sb_worker_preflight") or {})
 
     # -- worker preflight (worker/preflight.py): once per run, before the tests ----------------
     def _worker_sessionstart(self):
-        if self.is_worker or self.fatal or self.config.option.collectonly:
+        if self.run.is_worker or self.run.fatal or self.run.config.option.collectonly:
             return
         from ..worker import preflight as worker_preflight
         try:
-            result = worker_preflight.run(self.wctx.desc, self.wctx.timeout)
+            result = worker_preflight.run(self.run.wctx.desc, self.run.wctx.timeout)
         except HarnessError as exc:
-            self.fatal.append(f"worker preflight: {exc}")
+            self.run.fatal.append(f"worker preflight: {exc}")
             return
-        os.makedirs(self.report_dir, exist_ok=True)
-        with open(os.path.join(self.report_dir, "preflight.txt"), "w", encoding="utf-8") as f:
+        os.makedirs(self.run.report_dir, exist_ok=True)
+        with open(os.path.join(self.run.report_dir, "preflight.txt"), "w", encoding="utf-8") as f:
             f.write(result.pop("transcript", ""))
         self._use_worker_preflight(result)
 
     def _use_worker_preflight(self, result: dict) -> None:
-        self.wctx.preflight = result
-        desc = self.wctx.desc
+        self.run.wctx.preflight = result
+        desc = self.run.wctx.desc
         if desc.tool_call is None and result.get("tool_call"):
             desc.tool_call = result["tool_call"]
         if result.get("tool_note"):
             desc.tool_call_note = result["tool_note"]
 
     def _init_daemon(self):
-        opt = self.config.getoption
+        opt = self.run.config.getoption
         daemon = os.path.abspath(opt("daemon") or default_daemon())
         if not (os.path.isfile(daemon) and os.access(daemon, os.X_OK)):
-            self.fatal.append(f"daemon not found or not executable: {daemon} (pass --daemon PATH)")
+            self.run.fatal.append(f"daemon not found or not executable: {daemon} (pass --daemon PATH)")
         # our own build is judged with our profile (our CLI, our extensions);
         # any other daemon with the spec's CLI and no extension unless --profile says otherwise
         ours = os.path.realpath(daemon) == os.path.realpath(default_daemon())
@@ -98,41 +107,41 @@ class Subjects:
         try:
             profile = load_profile(profile_path)
         except HarnessError as exc:
-            self.fatal.append(str(exc))
+            self.run.fatal.append(str(exc))
             profile = load_profile(None)
         mock = os.path.abspath(opt("mock_worker") or default_mock())
-        self.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.seed,
-                              timeout=opt("wait_timeout"), token=f"{self.token}/{os.getpid()}")
-        self._use_preflight(self.preflight)
+        self.run.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.run.seed,
+                              timeout=opt("wait_timeout"), token=f"{self.run.token}/{os.getpid()}")
+        self._use_preflight(self.run.preflight)
 
     def _use_preflight(self, res) -> None:
         """Tests see the preflight through ctx; a daemon that does not exit on
         SIGTERM is killed at once at teardown instead of after shutdown_timeout."""
-        self.preflight = res
-        if not hasattr(self, "ctx"):
+        self.run.preflight = res
+        if self.run.ctx is None:
             return
-        self.ctx.preflight = res
+        self.run.ctx.preflight = res
         term = res.items.get("sigterm") if res is not None else None
         if term is not None and term.status == "broken" and "did not exit" in term.message:
-            self.ctx.term_grace = 0.2
+            self.run.ctx.term_grace = 0.2
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session):
         """The preflight, once per run, before the tests (and before xdist
         starts its workers, which receive its results): of the worker in
         worker mode, else of the daemon."""
-        if self.worker_mode:
+        if self.run.worker_mode:
             self._worker_sessionstart()
             return
-        opt = self.config.getoption
-        if (self.is_worker or self.fatal or self.config.option.collectonly
-                or opt("no_preflight") or self.preflight is not None):
+        opt = self.run.config.getoption
+        if (self.run.is_worker or self.run.fatal or self.run.config.option.collectonly
+                or opt("no_preflight") or self.run.preflight is not None):
             return
-        if not (self.ctx.mock_worker and os.path.isfile(self.ctx.mock_worker)):
+        if not (self.run.ctx.mock_worker and os.path.isfile(self.run.ctx.mock_worker)):
             return  # no mock worker: every test is a harness error anyway
-        res = run_preflight(self.ctx)
+        res = run_preflight(self.run.ctx)
         self._use_preflight(res)
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        tr = self.run.config.pluginmanager.get_plugin("terminalreporter")
         for line in preflight_lines(res):
             if tr is not None:
                 tr.write_line(line, red=line.startswith("  BROKEN"))
@@ -140,20 +149,20 @@ class Subjects:
     # -- xdist (controller side) ---------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
-        node.workerinput["sb_seed"] = self.seed
-        node.workerinput["sb_token"] = self.token
-        if self.worker_mode:
-            node.workerinput["sb_worker_preflight"] = self.wctx.preflight
-        elif self.preflight is not None:
-            node.workerinput["sb_preflight"] = self.preflight.to_json()
+        node.workerinput["sb_seed"] = self.run.seed
+        node.workerinput["sb_token"] = self.run.token
+        if self.run.worker_mode:
+            node.workerinput["sb_worker_preflight"] = self.run.wctx.preflight
+        elif self.run.preflight is not None:
+            node.workerinput["sb_preflight"] = self.run.preflight.to_json()
 
     def sweep_marked(self) -> list[dict]:
         """End of run: kills every process still carrying the run's mark
         (anything that escaped the per-test teardown); each is a leak."""
-        if self.worker_mode:
+        if self.run.worker_mode:
             return []
         # an xdist worker sweeps its own processes only: the others may still run tests
-        left = contain.kill_marked(self.ctx.token if self.is_worker else self.token)
+        left = contain.kill_marked(self.run.ctx.token if self.run.is_worker else self.run.token)
         return [{"kind": "leak", "test": "(end of run)", "clause": "SB-10.2-4",
                  "detail": f"pid {p['pid']} ({p['cmdline'][:80]}) was still running at the end of the run "
                            f"(killed)"} for p in left]
@@ -163,21 +172,21 @@ class Subjects:
         same members (the schema is shared): `daemon` is the implementation
         under test, the worker's command line; `profile` its description and
         the profiles it is judged on."""
-        if not self.worker_mode:
-            return {"daemon": self.ctx.daemon,
-                    "profile": self.ctx.profile.path or f"(built-in {self.ctx.profile.name})",
-                    "mock_worker": self.ctx.mock_worker}
-        d = self.wctx.desc
+        if not self.run.worker_mode:
+            return {"daemon": self.run.ctx.daemon,
+                    "profile": self.run.ctx.profile.path or f"(built-in {self.run.ctx.profile.name})",
+                    "mock_worker": self.run.ctx.mock_worker}
+        d = self.run.wctx.desc
         return {"daemon": d.command_line(),
                 "profile": f"{d.path or '(command line)'}; worker profiles {', '.join(d.claims) or 'none'}"
                            + (f"; MCP {d.mcp_version}" if "mcp" in d.claims else ""),
                 "mock_worker": "(none: worker mode)"}
 
     def worker_subject(self) -> dict | None:
-        if not self.worker_mode:
+        if not self.run.worker_mode:
             return None
-        d = self.wctx.desc
+        d = self.run.wctx.desc
         return {"name": d.name, "command": d.command_line(), "description": d.path, "claims": d.claims,
-                "env": d.env, "answer_timeout": self.wctx.timeout, "drain_timeout": d.drain_timeout,
+                "env": d.env, "answer_timeout": self.run.wctx.timeout, "drain_timeout": d.drain_timeout,
                 "mcp_version": d.mcp_version if "mcp" in d.claims else None,
-                "tool_call": d.tool_call_note, "root_causes": self.wctx.preflight.get("findings", [])}
+                "tool_call": d.tool_call_note, "root_causes": self.run.wctx.preflight.get("findings", [])}
