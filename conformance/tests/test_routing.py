@@ -41,6 +41,19 @@ def test_each_response_goes_to_the_client_that_asked(bus):
         assert c.sync() == [], f"{c.name} received responses meant for another client"
 
 
+@pytest.mark.clause("SB-6.3.1-5", "SB-6.3.1-2")
+def test_error_response_is_looked_up_like_a_result(bus):
+    # seed 6.3.1: a worker message with an id and a result *or* an error is a
+    # response, whose id is looked up in the pending table
+    bus.start(instances=1)
+    c = bus.client()
+    err = '{"jsonrpc":"2.0","id":"e1","error":{"code":-32601,"message":"no such method"}}\n'
+    c.send_json({"jsonrpc": "2.0", "id": "e1", "method": "emit", "params": {"mock": {"emit": err}}})
+    c.sync()  # one worker: it wrote the error before its answer to the sync
+    check("SB-6.3.1-5", err.encode() in c.received,
+          lambda: f"the worker's error response to e1 did not reach the client that asked: got {c.received}")
+
+
 @pytest.mark.clause("SB-6.3.1-4")
 def test_response_with_unknown_id_is_discarded(bus):
     d = bus.start(instances=2)
