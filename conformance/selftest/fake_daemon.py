@@ -9,11 +9,13 @@ behaviour off, so a self-test can show that the matching tests fail:
 
   reserialize          forward re-serialised JSON instead of the bytes received
   trim-whitespace      forward lines without the whitespace around the object
+  split-long-lines     forward a worker line over 16 KiB to its client as two lines
   keep-malformed       ignore invalid JSON instead of closing the client
   accept-non-object    ignore JSON that is not an object instead of closing
   broadcast-responses  send every response to every client
   forward-unknown      send responses with an unknown id to the newest client
   no-affinity          route session messages round-robin like the others
+  session-copied       also send each session message to a worker not bound to the session
   no-round-robin       send every new message to the first worker
   notify-broadcast     send session notifications to every client
   validate-jsonrpc     drop client messages without "jsonrpc":"2.0" or a method
@@ -340,6 +342,11 @@ class Daemon:
         if rid is not None and not ("methodless-not-tracked" in BREAKS and "method" not in msg):
             self.pending[self.key(w, rid)] = c
         w.write(data)
+        if sid is not None and "session-copied" in BREAKS:
+            # its answer matches nothing pending on that worker: the client sees one answer
+            others = [x for x in self.workers if not x.closed and x is not w]
+            if others:
+                others[0].write(data)
 
     def from_worker(self, w, line):
         try:
@@ -350,6 +357,8 @@ class Daemon:
             return
         rid, sid = raw.get("id"), raw.get("sessionId")
         data = self.encode(msg, line)
+        if "split-long-lines" in BREAKS and len(data) > 16384:
+            data = data[:8192] + b"\n" + data[8192:]
         live = [c for c in self.clients if not c.closed]
         if ("result" in msg or "error" in msg) and "route-response-by-session" in BREAKS and sid in self.sessions:
             self.sessions[sid][1].write(data)

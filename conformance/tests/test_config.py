@@ -99,7 +99,9 @@ def test_config_is_read_from_the_file_named_by_the_flag(bus):
     # "p"); the file named on the command line is elsewhere and says otherwise.
     other = bus.workdir / "conf dir" / "my bus.json"
     other.parent.mkdir()
-    cfg.write_config(other, {"pools": [bus.pool("named", 3)], "limits": dict(cfg.BASE_LIMITS)})
+    # a limit of its own too: the daemon runs with what it read (SB-3.1-1)
+    cfg.write_config(other, {"pools": [bus.pool("named", 3)],
+                             "limits": dict(cfg.BASE_LIMITS, max_input_buffer=4096)})
     command = [str(other) if a == "{config}" else a for a in bus.profile.command]
     if command == list(bus.profile.command):
         pytest.skip("unsupported: the profile's command has no {config} argument")
@@ -110,6 +112,14 @@ def test_config_is_read_from_the_file_named_by_the_flag(bus):
     c = bus.client()
     assert len({field(c.request(), "result", "pid") for _ in range(6)}) == 3
     assert bus.worker_log("p").pids() == [], "the daemon ran the pool of a file it was not given"
+    # a line over the file's max_input_buffer (the default is 1 MiB) is not served
+    c.send(json.dumps({"jsonrpc": "2.0", "id": "over", "method": "echo", "params": {"pad": "x" * 6000}}).encode()
+           + b"\n")
+    try:
+        served = c.recv_response("over") is not None
+    except ConnectionClosed:
+        served = False
+    check("SB-3.1-1", not served, "a 6000-byte line was served: the file's max_input_buffer of 4096 was not applied")
 
 
 @pytest.mark.clause("SB-I-20")

@@ -40,7 +40,17 @@ def exit_worker(c, session):
 @pytest.mark.clause("SB-3.1-1", "SB-3.1-2", "SB-3.3-1")
 def test_workers_are_child_processes_on_pipes(bus):
     pools = [bus.pool("a", 2), bus.pool("b", 1)]
-    d = bus.start(pools=pools)
+    d = bus.start(pools=pools, wait_workers=False)
+    with checking("SB-3.1-1"):  # every pool of the file is served: each starts a worker
+        for p in pools:
+            bus.worker_log(p["id"]).wait_count(lambda r: r.kind == "start", 1,
+                                               what=f"a worker of pool {p['id']!r} of the configuration file")
+    with checking("SB-3.1-2"):  # `instances` processes per pool, each running its pool's command
+        for p in pools:
+            bus.worker_log(p["id"]).wait_count(lambda r: r.kind == "start", p["instances"],
+                                               what=f"{p['instances']} worker(s) of pool {p['id']!r}")
+        counts = {p["id"]: len(bus.worker_pids(p["id"])) for p in pools}
+        assert counts == {"a": 2, "b": 1}, f"workers per pool: {counts}, configured: a 2, b 1"
     started = {pid: p for p in pools for pid in bus.worker_pids(p["id"])}
     assert len(started) == 3
     daemon_pipes = {f.key for f in procinfo.open_files(d.pid).values() if f.kind == "pipe"}
@@ -240,8 +250,20 @@ def test_session_has_one_owner(bus):
     # intruder out is our reading (SB-I-4). What every reading forces: the
     # session keeps its one owner, who alone gets its notifications.
     bus.start(instances=2)
+    # a bystander connects first: a daemon that records some other client
+    # (the first connection) as the owner is not taken for right
+    bystander = bus.client()
+    bystander.request()
     owner, intruder = bus.client(), bus.client()
-    worker = pid_of(owner.request(session="mine"))
+    # the worker writes the notifications before its answer, so they have
+    # been routed by the time the answer is in
+    worker = pid_of(owner.request(session="mine", params={"mock": {"notify": 2}}))
+    created = [line for line in owner.received if b"notifications/progress" in line]
+    check("SB-6.1.1-3", len(created) == 2,
+          lambda: f"the client whose message created the session got {len(created)} of its 2 notifications: "
+                  f"{created}; the first connection got "
+                  f"{[x for x in bystander.sync() + bystander.received if b'notifications/progress' in x]}")
+    since_created = len(owner.received)
     intruder.send_json({"jsonrpc": "2.0", "id": "intrude", "method": "x", "sessionId": "mine",
                         "params": {"mock": {"notify": 2}}})
     intruder.sync()  # the daemon has read the intruder's line (routed it or not)
@@ -250,7 +272,7 @@ def test_session_has_one_owner(bus):
     # it had for the intruder's line, and the daemon has routed it
     assert pid_of(owner.request(session="mine", params={"mock": {"notify": 2}})) == worker
     owner.sync(session="mine")
-    notes = [line for line in owner.received if b"notifications/progress" in line]
+    notes = [line for line in owner.received[since_created:] if b"notifications/progress" in line]
     assert len(notes) >= 2, f"the owner got {len(notes)} of its session's notifications: {notes}"
     stray = [line for line in intruder.sync() + intruder.received if b"notifications/progress" in line]
     assert stray == [], f"a client that does not own the session received its notifications: {stray}"
@@ -285,8 +307,11 @@ def test_session_ends_when_its_owner_disconnects(bus):
     bus.start(instances=2)
     a = bus.client()
     a.request(session="s")
-    a.close()
+    # b is served before a leaves: it is another connection than a's, never a
+    # reuse of whatever a daemon kept of a's
     b = bus.client()
+    b.request()
+    a.close()
     # Two connections are not ordered: b's claim may reach the daemon before
     # a's close. A claim made too early is discarded (SB-I-4): claim again.
     deadline = time.monotonic() + 3

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stdio_bus_conformance import field
+from stdio_bus_conformance import check, checking, field
 
 # Valid JSON that a re-serialising daemon would change: spacing, member order,
 # escapes, raw UTF-8 next to \u escapes, a number spelled with an exponent.
@@ -32,6 +32,44 @@ def test_worker_line_reaches_client_byte_for_byte(bus):
     c.send_json({"jsonrpc": "2.0", "id": 8, "method": "emit", "params": {"mock": {"emit": odd}}})
     assert c.recv_line() == odd.encode()
     assert c.sync() == []
+
+
+# Longer than a pipe's or socket's first write often takes, and than a
+# daemon's small-line path: its newline must still follow it at once.
+LONG_PAD = "x" * 20000
+
+
+@pytest.mark.clause("SB-5.1.1-2")
+def test_every_line_to_a_worker_ends_in_a_newline_long_or_short(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    long = json.dumps({"jsonrpc": "2.0", "id": "long", "method": "echo", "params": {"pad": LONG_PAD}},
+                      separators=(",", ":")).encode() + b"\n"
+    short = b'{"jsonrpc":"2.0","id":"short","method":"echo"}\n'
+    c.send(long + short)
+    c.sync()  # one worker: it has read everything sent before
+    got = [r.line for r in bus.worker_log().select("in") if b'"long"' in r.raw or b'"short"' in r.raw]
+    check("SB-5.1.1-2", got == [long, short],
+          lambda: f"the worker read {[x[:60] + b'...' + x[-60:] for x in got]}: not each message on a line of its own")
+
+
+@pytest.mark.clause("SB-4.2.3-2", "SB-4.2.3-1")
+def test_every_line_to_a_client_ends_in_a_newline_long_or_short(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    long = json.dumps({"jsonrpc": "2.0", "id": "long", "result": {"pad": LONG_PAD}},
+                      separators=(",", ":")).encode() + b"\n"
+    c.send_json({"jsonrpc": "2.0", "id": "long", "method": "emit", "params": {"mock": {"emit": long.decode()}}})
+    c.send_json({"jsonrpc": "2.0", "id": "short", "method": "echo"})
+    first, second = c.recv_line(), c.recv_line()
+    body = long[:-1]
+    # the long message whole, then anything but its newline: it was not terminated
+    check("SB-4.2.3-2", not first.startswith(body) or first == long,
+          lambda: f"no newline after the long message: {first[len(body):][:200]!r} follows it on its line")
+    check("SB-4.2.3-1", first == long,
+          lambda: f"the long message did not come as one line of its own: {first[:80]!r}...{first[-80:]!r}")
+    check("SB-4.2.3-1", field(json.loads(second), "id") == "short",
+          lambda: f"the line after the long message is not the next message: {second[:200]!r}")
 
 
 @pytest.mark.clause("SB-5.1.1-3", "SB-4.2.3-3")
@@ -146,12 +184,17 @@ def test_no_json_rpc_validation(bus):
              b'{"jsonrpc":"2.0","id":4,"method":"no/such/method/anywhere"}\n']
     for i, line in enumerate(lines, 1):
         c.send(line)
-        assert field(c.recv_response(i), "id") == i
+        # the first three are JSON-RPC structure (SB-4.2.2-1), the unknown method its semantics
+        with checking("SB-4.3-3" if b"no/such/method" in line else "SB-4.2.2-1"):
+            assert field(c.recv_response(i), "id") == i
+    # no method, no params: semantics a daemon does not validate either
     methodless = b'{"jsonrpc":"2.0","id":5,"params":{"p":1}}\n'
     c.send(methodless)
     c.send(b'{"method":"bare/notification"}\n')
     c.sync()  # one worker: it has read everything sent before
-    assert bus.worker_log().received()[-3:-1] == [methodless, b'{"method":"bare/notification"}\n']
+    check("SB-4.3-3", bus.worker_log().received()[-3:-1] == [methodless, b'{"method":"bare/notification"}\n'],
+          lambda: f"a message without method or params did not reach the worker: "
+                  f"it read {bus.worker_log().received()[-3:-1]}")
 
 
 @pytest.mark.clause("SB-5.1.1-1", "SB-I-26")

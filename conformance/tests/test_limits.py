@@ -751,6 +751,21 @@ def test_daemon_holds_1024_sessions_and_no_more(bus):
 
 
 @pytest.mark.stands_on("burst")
+@pytest.mark.clause("SB-6.1.3-2")
+def test_traffic_without_session_uses_no_session_slot(bus):
+    # More sessionless messages than the session table holds (SB-8.2-2): a
+    # daemon that made an entry for each would have no slot left for a new session.
+    bus.start(instances=1)
+    c = bus.client()
+    c.send(b"".join(b'{"jsonrpc":"2.0","method":"test/n","params":{"i":%d}}\n' % i
+                    for i in range(MAX_SESSIONS + 64)))
+    c.send_json({"jsonrpc": "2.0", "id": "after", "method": "test/s", "sessionId": "after"})
+    c.sync()  # one worker: it has read everything sent before
+    check("SB-6.1.3-2", any(b'"after"' in x for x in bus.worker_log().received()),
+          f"after {MAX_SESSIONS + 64} messages without sessionId, a new session was not created")
+
+
+@pytest.mark.stands_on("burst")
 @pytest.mark.clause("SB-I-18")
 def test_message_beyond_the_session_table_is_discarded_and_the_client_kept(bus):
     d = bus.start(instances=1)

@@ -178,10 +178,11 @@ def test_stdio_mode_serves_one_client_on_stdin_and_stdout(bus):
     c = bus.client()
     for i in range(4):
         assert c.request(session=f"s{i % 2}")["result"]["method"] == "echo"
-    assert listening_sockets(d.pid) == [], "stdio mode holds a listening socket: it accepts other clients"
+    check("SB-4.1.2-1", listening_sockets(d.pid) == [],
+          lambda: f"stdio mode holds a listening socket, so it accepts other clients: {listening_sockets(d.pid)}")
     # nothing but the stdio client: no TCP connection either. Unix socket pairs are the
     # daemon's own business (a self-pipe, its workers' channels: SB-3.3-1 judges those)
-    assert tcp_sockets(d.pid) == set(), "stdio mode holds TCP sockets besides its stdin/stdout"
+    check("SB-4.1.2-1", tcp_sockets(d.pid) == set(), "stdio mode holds TCP sockets besides its stdin/stdout")
 
 
 @pytest.mark.modes("stdio")
@@ -202,13 +203,21 @@ def test_unix_mode_listens_on_the_path_and_serves_every_client(bus):
     d = bus.start(instances=2)
     st = os.lstat(d.socket_path)
     assert stat.S_ISSOCK(st.st_mode), f"{d.socket_path} is not a socket"
-    assert listening_sockets(d.pid) == [("unix", d.socket_path)], \
-        f"expected exactly one listening socket, the unix one: {listening_sockets(d.pid)}"
+    socks = listening_sockets(d.pid)
+    assert ("unix", d.socket_path) in socks, f"no listening socket on {d.socket_path}: {socks}"
+    # the one mode chosen, no other way in besides it
+    check("SB-3.1-3", socks == [("unix", d.socket_path)],
+          f"expected exactly one listening socket, the unix one: {socks}")
+    first = bus.client()  # a client connecting to it is served
+    assert first.request(session="first")["sessionId"] == "first"
+    first.close()
+    # many at once (SB-4.1.2-2): each sends before any is answered
     clients = [bus.client() for _ in range(6)]
     for i, c in enumerate(clients):
         c.send_json({"jsonrpc": "2.0", "id": f"u{i}", "method": "echo", "sessionId": f"s{i}"})
-    for i, c in enumerate(clients):
-        assert c.recv_response(f"u{i}")["sessionId"] == f"s{i}"
+    with checking("SB-4.1.2-2"):
+        for i, c in enumerate(clients):
+            assert c.recv_response(f"u{i}")["sessionId"] == f"s{i}"
 
 
 @pytest.mark.modes("tcp")
@@ -220,11 +229,16 @@ def test_tcp_mode_listens_on_host_and_port_and_serves_every_client(bus):
         f"expected exactly one listening socket, on port {d.port}: {socks}"
     check("SB-I-22", socks[0] == ("tcp", (d.host, d.port)),
           f"it listens on {socks[0][1]}, not on exactly the host given ({d.host})")
+    first = bus.client()  # a client connecting to it is served
+    assert first.request(session="first")["sessionId"] == "first"
+    first.close()
+    # many at once (SB-4.1.2-2): each sends before any is answered
     clients = [bus.client() for _ in range(6)]
     for i, c in enumerate(clients):
         c.send_json({"jsonrpc": "2.0", "id": f"t{i}", "method": "echo", "sessionId": f"s{i}"})
-    for i, c in enumerate(clients):
-        assert c.recv_response(f"t{i}")["sessionId"] == f"s{i}"
+    with checking("SB-4.1.2-2"):
+        for i, c in enumerate(clients):
+            assert c.recv_response(f"t{i}")["sessionId"] == f"s{i}"
 
 
 # -- SB-I-22 socket details -------------------------------------------------------

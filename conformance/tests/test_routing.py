@@ -41,6 +41,19 @@ def test_each_response_goes_to_the_client_that_asked(bus):
         assert c.sync() == [], f"{c.name} received responses meant for another client"
 
 
+@pytest.mark.clause("SB-6.3.1-5", "SB-6.3.1-2")
+def test_error_response_is_looked_up_like_a_result(bus):
+    # seed 6.3.1: a worker message with an id and a result *or* an error is a
+    # response, whose id is looked up in the pending table
+    bus.start(instances=1)
+    c = bus.client()
+    err = '{"jsonrpc":"2.0","id":"e1","error":{"code":-32601,"message":"no such method"}}\n'
+    c.send_json({"jsonrpc": "2.0", "id": "e1", "method": "emit", "params": {"mock": {"emit": err}}})
+    c.sync()  # one worker: it wrote the error before its answer to the sync
+    check("SB-6.3.1-5", err.encode() in c.received,
+          lambda: f"the worker's error response to e1 did not reach the client that asked: got {c.received}")
+
+
 @pytest.mark.clause("SB-6.3.1-4")
 def test_response_with_unknown_id_is_discarded(bus):
     d = bus.start(instances=2)
@@ -68,17 +81,30 @@ def test_second_response_with_the_same_id_is_discarded(bus):
 def test_session_sticks_to_its_worker(bus):
     bus.start(instances=3)
     c = bus.client()
-    seen = {"s1": set(), "s2": set()}
+    answered = {"s1": [], "s2": []}
     for i in range(12):
-        for sid in seen:
-            seen[sid].add(pid_of(c.request(session=sid)))
+        for sid in answered:
+            answered[sid].append(pid_of(c.request(session=sid)))
         if i % 2:  # sessionless traffic moves the round-robin cursor, not the sessions
             c.request()
-    assert all(len(pids) == 1 for pids in seen.values()), seen
+    # Told apart by what each break leaves: messages not routed by their
+    # session scatter to the end (SB-6.1.2-1); a session moved once stays on
+    # its new worker (SB-6.1.2-2); one whose entry names another worker than
+    # the one its first message went to is stable from its second (SB-6.1.1-2).
+    check("SB-6.1.2-1", all(len(set(pids[-4:])) == 1 for pids in answered.values()),
+          f"a session's last messages reached several workers: {answered}")
+    check("SB-6.1.2-2", all(len(set(pids[1:])) == 1 for pids in answered.values()),
+          f"a session moved to another worker: {answered}")
+    check("SB-6.1.1-2", all(pids[1] == pids[0] for pids in answered.values()),
+          f"a session's later messages did not reach the worker its first message went to: {answered}")
+    seen = {sid: set(pids) for sid, pids in answered.items()}
     # the worker log agrees: every line of a session went to one pid
     for sid in seen:
         needle = f'"sessionId":"{sid}"'.encode()
-        assert {r.pid for r in bus.worker_log().select("in") if needle in r.raw} == seen[sid]
+        check("SB-3.4-2", {r.pid for r in bus.worker_log().select("in") if needle in r.raw} == seen[sid],
+              lambda: f"the lines of session {sid} reached workers "
+                      f"{ {r.pid for r in bus.worker_log().select('in') if needle in r.raw} }, "
+                      f"not only {seen[sid]}")
 
 
 @pytest.mark.clause("SB-6.1.3-1", "SB-B-2")
@@ -103,14 +129,17 @@ def test_new_sessions_are_spread_round_robin(bus):
 @pytest.mark.clause("SB-6.3.2-1", "SB-6.3.2-2", "SB-6.1.1-3", "SB-3.4-3")
 def test_notifications_go_to_the_session_owner_only(bus):
     bus.start(instances=2)
-    owner, other = bus.client(), bus.client()
-    other.request(session="others")
+    other = bus.client()
+    other.request(session="others")  # the first connection: the owner is not it
+    owner = bus.client()
     owner.send_json({"jsonrpc": "2.0", "id": "n", "method": "work", "sessionId": "mine",
                      "params": {"mock": {"notify": 3}}})
-    owner.recv_response("n")
-    owner.sync(session="mine")  # everything that worker wrote before has been routed
+    owner.recv_response("n")  # the worker wrote its notifications first: they have been routed
     notes = [json.loads(line) for line in owner.received if b"notifications/progress" in line]
-    assert len(notes) == 3 and all(n.get("sessionId") == "mine" for n in notes), notes
+    check("SB-6.3.2-2", len(notes) == 3 and all(n.get("sessionId") == "mine" for n in notes),
+          lambda: f"the session's owner got {notes}, not its 3 notifications; the other client got "
+                  f"{[x for x in other.received if b'notifications/progress' in x]}")
+    owner.sync(session="mine")  # everything that worker wrote before has been routed
     assert other.sync(session="others") == [], "a notification reached a client that does not own the session"
 
 
