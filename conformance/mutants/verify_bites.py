@@ -299,6 +299,9 @@ def dump(bmap: bite.BiteMap, order: dict) -> str:
         if n.half:
             out.append(f"half = {_q(n.half)}")
         out += [f"reason = {_q(n.reason)}", ""]
+    for v in sorted(bmap.via, key=lambda v: key(v.clause)):
+        out += ["[[via]]", f"clause = {_q(v.clause)}", "via = [" + ", ".join(_q(c) for c in v.via) + "]",
+                f"reason = {_q(v.reason)}", ""]
     return "\n".join(out)
 
 

@@ -62,6 +62,21 @@ def test_each_status_follows_from_the_map_and_the_verification(tmp_path):
     assert "bite gate: FAILED, 1 MUST clause(s) not in the map" in text
 
 
+VIA = '[[via]]\nclause = "{c}"\nvia = [{v}]\nreason = "restated"\n\n'
+
+
+def test_a_via_clause_takes_the_weakest_status_of_its_restatements(tmp_path):
+    m = bite.load(write_map(tmp_path,
+                            BREAK.format(c="SB-1", n="a", t="t1") + BREAK.format(c="SB-2", n="a", t="t2")
+                            + BREAK.format(c="SB-3", n="b", t="t3")
+                            + VIA.format(c="SB-U", v='"SB-1", "SB-2"') + VIA.format(c="SB-W", v='"SB-1", "SB-3"')
+                            + VIA.format(c="SB-M", v='"SB-1", "SB-9"')))
+    got = bite.compute(["SB-U", "SB-W", "SB-M"], m, {"fake-daemon:a": {"bit": ["SB-1", "SB-2"]}})
+    assert {k: v.status for k, v in got.items()} == {"SB-U": "proven", "SB-W": "unverified", "SB-M": "missing"}
+    assert got["SB-U"].via == ["SB-1", "SB-2"] and got["SB-U"].no_bite == []
+    assert got["SB-W"].no_bite == [{"half": "", "reason": "through SB-3 unverified"}]
+
+
 def test_without_verification_nothing_is_proven(tmp_path):
     m = bite.load(write_map(tmp_path, BREAK.format(c="SB-1", n="a", t="t1")))
     assert bite.load_verification(tmp_path / "none.json") == {}
@@ -73,6 +88,10 @@ def test_without_verification_nothing_is_proven(tmp_path):
     ('[[bite]]\nclause = "SB-1"\nkind = "mutant"\nname = "a"\n', "clause, name and tests are required"),
     ('[[no-bite]]\nclause = "SB-1"\n', "clause and reason are required"),
     ('[[bite]\n', "bite_map.toml"),
+    ('[[via]]\nclause = "SB-1"\nvia = ["SB-1"]\nreason = "r"\n', "cannot bite through itself"),
+    ('[[via]]\nclause = "SB-1"\nvia = ["SB-2"]\nreason = "r"\n\n[[via]]\nclause = "SB-2"\nvia = ["SB-3"]\n'
+     'reason = "r"\n', "is itself a via clause"),
+    ('[[via]]\nclause = "SB-1"\nvia = ["SB-2"]\n', "clause, via and reason are required"),
 ])
 def test_a_malformed_map_is_refused_with_the_entry_named(tmp_path, text, problem):
     with pytest.raises(bite.BiteMapError, match=problem):

@@ -11,6 +11,11 @@ saw each one fail.
     fast = true                     # in the bite-fast subset (optional)
     half = "discards"               # which half of a two-part clause (optional)
 
+    [[via]]                         # a clause wholly restated by others: it bites through them
+    clause = "SB-3.1-6"
+    via = ["SB-10.1-1", "SB-10.1-2"]
+    reason = "restated as 10.1's two clauses, one per signal"
+
     [[no-bite]]                     # a clause, or one half of it, no test can fail today
     clause = "SB-6.3.3-1"
     half = "logs a warning"         # optional: the whole clause when absent
@@ -23,6 +28,8 @@ A clause's bite status:
   unverified  breaks are recorded but none was seen failing it (no
               verification results, or the break did not bite);
   no-bite     no break, a reason given;
+  (via)       a [[via]] clause takes the weakest status of the clauses it
+              is restated as (proven only when every one of them is);
   missing     not in the map at all: the bite gate fails on it.
 
 Standard library only; plain data in, plain data out.
@@ -38,6 +45,7 @@ from pathlib import Path
 KINDS = ("mutant", "fbus", "fake-daemon", "mock-worker", "fake-mcp-worker")
 MISSING_WHY = "not in the bite map (no break recorded, no no-bite reason)"
 STATUSES = ("proven", "partial", "unverified", "no-bite", "missing")
+WEAKEST_FIRST = ("missing", "no-bite", "unverified", "partial", "proven")
 
 
 class BiteMapError(ValueError):
@@ -67,13 +75,21 @@ class NoBite:
 
 
 @dataclass
+class Via:
+    clause: str
+    via: list           # the clauses it is restated as, each with its own breaks
+    reason: str
+
+
+@dataclass
 class BiteMap:
     breaks: list = field(default_factory=list)
     no_bite: list = field(default_factory=list)
     path: str = ""
+    via: list = field(default_factory=list)
 
     def clauses(self) -> set:
-        return {b.clause for b in self.breaks} | {n.clause for n in self.no_bite}
+        return {b.clause for b in self.breaks} | {n.clause for n in self.no_bite} | {v.clause for v in self.via}
 
     def by_break(self) -> dict:
         """kind:name -> [Break], in map order."""
@@ -89,7 +105,7 @@ def load(path) -> BiteMap:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise BiteMapError(f"{path}: {exc}") from exc
-    problems, breaks, nobites = [], [], []
+    problems, breaks, nobites, vias = [], [], [], []
     for i, e in enumerate(data.get("bite", [])):
         where = f"{path.name}: bite #{i + 1} ({e.get('clause', '?')})"
         if e.get("kind") not in KINDS:
@@ -104,9 +120,24 @@ def load(path) -> BiteMap:
             problems.append(f"{path.name}: no-bite #{i + 1}: clause and reason are required")
             continue
         nobites.append(NoBite(e["clause"], e["reason"], e.get("half", "")))
+    for i, e in enumerate(data.get("via", [])):
+        if not e.get("clause") or not e.get("via") or not e.get("reason"):
+            problems.append(f"{path.name}: via #{i + 1}: clause, via and reason are required")
+            continue
+        if e["clause"] in e["via"]:
+            problems.append(f"{path.name}: via #{i + 1}: {e['clause']} cannot bite through itself")
+            continue
+        vias.append(Via(e["clause"], list(e["via"]), e["reason"]))
+    via_ids = {v.clause for v in vias}
+    for v in vias:
+        if via_ids & set(v.via):
+            problems.append(f"{path.name}: via {v.clause}: {', '.join(sorted(via_ids & set(v.via)))} "
+                            "is itself a via clause (one level only)")
+        if any(b.clause == v.clause for b in breaks) or any(n.clause == v.clause for n in nobites):
+            problems.append(f"{path.name}: via {v.clause}: also has bite or no-bite entries (one or the other)")
     if problems:
         raise BiteMapError("\n".join(problems))
-    return BiteMap(breaks, nobites, str(path))
+    return BiteMap(breaks, nobites, str(path), vias)
 
 
 def load_verification(path) -> dict:
@@ -126,13 +157,15 @@ class ClauseBite:
     breaks: list          # ["kind:name", ...] recorded for it
     verified: list        # those seen biting it
     no_bite: list         # [{"half", "reason"}]
+    via: list = field(default_factory=list)   # the clauses it bites through ([[via]])
 
 
 def compute(mandatory_ids, bmap: BiteMap | None, verification: dict) -> dict:
     """mandatory_ids: the MUST/MUST NOT black-box clauses to judge.
     Returns {clause id: ClauseBite}."""
-    out = {}
-    for cid in mandatory_ids:
+    vias = {v.clause: v for v in (bmap.via if bmap else [])}
+
+    def direct(cid: str) -> ClauseBite:
         recorded = [b for b in (bmap.breaks if bmap else []) if b.clause == cid]
         nb = [{"half": n.half, "reason": n.reason} for n in (bmap.no_bite if bmap else []) if n.clause == cid]
         keys = list(dict.fromkeys(b.key for b in recorded))
@@ -148,8 +181,15 @@ def compute(mandatory_ids, bmap: BiteMap | None, verification: dict) -> dict:
             status = "no-bite"
         else:
             status = "missing"
-        out[cid] = ClauseBite(cid, status, keys, verified, nb)
-    return out
+        return ClauseBite(cid, status, keys, verified, nb)
+
+    def through(v: Via) -> ClauseBite:
+        parts = [direct(c).status for c in v.via]   # one level: load() refuses a via of a via
+        unproven = [f"{c} {p}" for c, p in zip(v.via, parts) if p != "proven"]
+        nb = [{"half": "", "reason": f"through {', '.join(unproven)}"}] if unproven else []
+        return ClauseBite(v.clause, min(parts, key=WEAKEST_FIRST.index), [], [], nb, list(v.via))
+
+    return {cid: through(vias[cid]) if cid in vias else direct(cid) for cid in mandatory_ids}
 
 
 def summary(bites: dict) -> dict:
@@ -164,7 +204,8 @@ def to_json(bites: dict, map_path: str, verify_path: str, verified_at: str | Non
     return {
         "map": map_path, "verification": verify_path, "verified_at": verified_at,
         "summary": summary(bites),
-        "clauses": {cid: {"status": b.status, "breaks": b.breaks, "verified": b.verified, "no_bite": b.no_bite}
+        "clauses": {cid: {"status": b.status, "breaks": b.breaks, "verified": b.verified, "no_bite": b.no_bite,
+                          **({"via": b.via} if b.via else {})}
                     for cid, b in bites.items()},
     }
 
