@@ -42,15 +42,15 @@ typedef struct sb_bus {
 
     sb_peer **ready; /* peers with buffered lines to process */
     int ready_count;
-    sb_peer **doomed;
+    sb_peer **doomed; /* clients in SB_CLIENT_DOOMED */
     int doomed_count;
     sb_peer **dirty; /* peers with queued bytes to write at the end of the round */
     int dirty_count;
-    sb_peer **held; /* clients whose next line waits for its id to be free (SB-I-45) */
+    sb_peer **held; /* clients in SB_CLIENT_HELD (SB-I-45) */
     int held_count;
     sb_peer **stdin_lost; /* workers whose stdin broke this round (sb_relay_stdin_lost) */
     int stdin_lost_count;
-    sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
+    sb_peer **ending; /* socket clients in SB_CLIENT_ENDING (SB-I-41) */
     int ending_count;
     int full_outputs;    /* peers whose output is over its cap */
     size_t client_bytes; /* SB-X-17: storage of every client's buffers, with a budget set */
@@ -69,11 +69,10 @@ typedef struct sb_bus {
     unsigned stderr_failed_at; /* sb_log_clears when stderr_watch became -1 */
     int stdin_flags, stdout_flags;
 
-    sb_phase phase;
-    int64_t linger_deadline_ms;
-    int64_t drain_deadline_ms;
-    int64_t next_sweep_ms; /* 0 = no idle sweep scheduled */
-    sb_timers timers;      /* every deadline above and of each peer (SB_TIMER_*) */
+    sb_phase phase;            /* written by sb_phase_enter only */
+    int64_t phase_deadline_ms; /* LINGER (SB-I-5), DRAINING (SB-10.2-4); 0 = none */
+    int64_t next_sweep_ms;     /* 0 = no idle sweep scheduled */
+    sb_timers timers;          /* every deadline above and of each peer (SB_TIMER_*) */
 } sb_bus;
 
 /* Handlers registered per peer reach the daemon here instead of through a
@@ -99,10 +98,9 @@ static inline int64_t sb_now_ms(void) {
  * its deadline is set; its owner checks, when it fires, that it still
  * applies (a stale one only costs a wake-up). */
 enum {
-    SB_TIMER_LINGER = 0, /* linger_deadline_ms (SB-I-5) */
-    SB_TIMER_DRAIN,      /* drain_deadline_ms (SB-10.2-4) */
-    SB_TIMER_SWEEP,      /* next_sweep_ms */
-    SB_TIMER_ACCEPT,     /* accept_resume_ms */
+    SB_TIMER_PHASE = 0, /* phase_deadline_ms (SB-I-5, SB-10.2-4) */
+    SB_TIMER_SWEEP,     /* next_sweep_ms */
+    SB_TIMER_ACCEPT,    /* accept_resume_ms */
     SB_TIMER_PEERS
 };
 /* Per peer: FULL for both kinds, the other three by kind. */
@@ -114,9 +112,9 @@ enum {
     SB_TIMERS_PER_PEER
 };
 enum {
-    SB_TIMER_HELD = 1, /* client: held_since_ms + backpressure_timeout_sec (SB-I-45) */
-    SB_TIMER_ENDING,   /* client: ending_by_ms (SB-I-41) */
-    SB_TIMER_CLOSING   /* client: closing_since_ms + drain_timeout_sec (SB-X-14) */
+    SB_TIMER_HELD = 1, /* client: HELD for backpressure_timeout_sec (SB-I-45) */
+    SB_TIMER_ENDING,   /* client: ENDING for drain_timeout_sec (SB-I-41) */
+    SB_TIMER_CLOSING   /* client: CLOSING for drain_timeout_sec (SB-X-14) */
 };
 
 static inline int sb_bus_timer(const sb_bus *d, const sb_peer *p, int which) {

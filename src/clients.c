@@ -1,6 +1,8 @@
 #include "clients.h"
 #include "bus_limits.h"
+#include "client_state.h"
 #include "log.h"
+#include "phase.h"
 #include "relay.h"
 #include "status.h"
 #include "supervise.h"
@@ -26,6 +28,7 @@ sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
     c->in_fd = in_fd;
     c->out_fd = out_fd;
     c->on_event = on_client_event;
+    sb_client_enter(d, c, SB_CLIENT_OPEN);
     sb_frame_init(&c->in, d->limits->max_input_buffer);
     sb_outq_init(&c->out, d->limits->max_output_queue);
     if (in_fd == out_fd)
@@ -35,6 +38,7 @@ sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
     if (sb_loop_add(&d->loop, in_fd, POLLIN, on_client_event, c) < 0 ||
         (out_fd != in_fd && sb_loop_add(&d->loop, out_fd, 0, on_client_event, c) < 0)) {
         sb_loop_del(&d->loop, in_fd);
+        sb_client_enter(d, c, SB_CLIENT_FREE);
         c->kind = SB_PEER_FREE;
         d->free_clients[d->free_count++] = slot;
         return NULL;
@@ -66,17 +70,7 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
     }
     for (int which = 0; which < SB_TIMERS_PER_PEER; which++)
         sb_bus_disarm(d, c, which);
-    if (c->ending_by_ms) {
-        for (int i = 0; i < d->ending_count; i++)
-            if (d->ending[i] == c) {
-                d->ending[i] = d->ending[--d->ending_count];
-                break;
-            }
-        c->ending_by_ms = 0;
-    }
     sb_relay_release_waiters(d, c);
-    if (c->held_since_ms)
-        sb_relay_unhold(d, c);
     if (c->in_fd >= 0) {
         sb_loop_del(&d->loop, c->in_fd);
         if (c->in_fd > STDERR_FILENO)
@@ -91,15 +85,14 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
     sb_outq_fini(&c->out);
     d->client_bytes -= c->counted; /* SB-X-17 */
     c->counted = 0;
+    sb_client_enter(d, c, SB_CLIENT_FREE);
     c->kind = SB_PEER_FREE;
     c->in_fd = c->out_fd = -1;
     d->free_clients[d->free_count++] = c->index;
     d->client_count--;
     if (d->mode == SB_MODE_STDIO && d->phase < SB_PHASE_DRAINING) {
         sb_info(NULL, "the stdio client is gone: shutting down");
-        d->phase = SB_PHASE_LINGER;
-        d->linger_deadline_ms = sb_now_ms(); /* nothing left to deliver to */
-        sb_timers_arm(&d->timers, SB_TIMER_LINGER, d->linger_deadline_ms);
+        sb_phase_enter(d, SB_PHASE_LINGER, sb_now_ms()); /* nothing left to deliver to */
     }
 }
 
@@ -117,7 +110,7 @@ void sb_clients_enforce_budget(sb_bus *d) {
         sb_peer *victim = NULL;
         for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
             sb_peer *c = &d->clients[i];
-            if (c->kind != SB_PEER_CLIENT || c->doomed || !c->counted)
+            if (c->kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED || !c->counted)
                 continue;
             if (!victim ||
                 (c->full_since_ms &&
@@ -133,14 +126,14 @@ void sb_clients_enforce_budget(sb_bus *d) {
                 held, budget, victim->counted,
                 victim->full_since_ms ? ", its output stalled over max_output_queue" : "");
         held -= victim->counted;
-        sb_relay_doom(d, victim);
+        sb_client_doom(d, victim);
     }
 }
 
 /* Requests of c in flight: pending on a worker, or its next line held
  * back until its id is free (SB-I-45). */
 bool sb_clients_has_pending(const sb_bus *d, const sb_peer *c) {
-    return sb_router_client_has_pending(&d->router, c->index) || c->held_since_ms;
+    return sb_router_client_has_pending(&d->router, c->index) || c->state == SB_CLIENT_HELD;
 }
 
 static bool client_settled(const sb_bus *d, const sb_peer *c) {
@@ -152,40 +145,35 @@ static bool client_settled(const sb_bus *d, const sb_peer *c) {
  * but may still read: it gets the answers to its requests, then the
  * connection is closed as in 7.2, at the latest after drain_timeout_sec. */
 static void client_input_ended(sb_bus *d, sb_peer *c) {
-    if (c->ending_by_ms)
-        return;
-    sb_relay_update_interest(d, c); /* stop reading: EOF would wake poll() for ever */
     if (client_settled(d, c)) {
         sb_info(c->name, "connection closed by the client");
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
         return;
     }
     sb_info(c->name, "end of input from the client: closing once its answers are delivered");
-    c->ending_by_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
-    d->ending[d->ending_count++] = c;
-    sb_bus_arm(d, c, SB_TIMER_ENDING, c->ending_by_ms);
+    if (c->state == SB_CLIENT_OPEN) /* a held one ends once its line is offered */
+        sb_client_enter(d, c, SB_CLIENT_ENDING);
 }
 
-/* Closes the clients of client_input_ended that are owed nothing more. */
-void sb_clients_close_ended(sb_bus *d, int64_t now) {
+/* Closes the clients of client_input_ended that are owed nothing more;
+ * those still owed answers at drain_timeout_sec are closed by their
+ * SB_TIMER_ENDING. */
+void sb_clients_close_ended(sb_bus *d) {
     for (int i = 0; i < d->ending_count; i++) {
         sb_peer *c = d->ending[i];
-        if (c->doomed)
-            continue;
         if (client_settled(d, c)) {
             sb_info(c->name, "answers delivered: closing the connection");
-            sb_relay_doom(d, c);
-        } else if (now >= c->ending_by_ms) {
-            sb_warn(c->name,
-                    "answers still owed after drain_timeout_sec=%d: closing the connection",
-                    d->limits->drain_timeout_sec);
-            sb_relay_doom(d, c);
+            sb_client_doom(d, c); /* leaves d->ending: look at slot i again */
+            i--;
         }
     }
 }
 
-/* The client's input ended (EOF, or a read error on stdin). */
+/* The client's input ended (EOF, or a read error on stdin): the one place
+ * a client's end is seen. */
 void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
+    if (p->in_eof)
+        return;
     p->in_eof = true;
     if (d->mode != SB_MODE_STDIO) {
         client_input_ended(d, p);
@@ -197,10 +185,11 @@ void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
     if (sb_frame_pending(&p->in))
         sb_warn(p->name, "stdin ended inside a line: %zu byte(s) without a newline discarded",
                 sb_frame_pending(&p->in));
+    if (p->state == SB_CLIENT_OPEN) /* a held one ends once its line is offered */
+        sb_client_enter(d, p, SB_CLIENT_ENDING);
     if (d->phase == SB_PHASE_SERVING) {
-        d->phase = SB_PHASE_LINGER;
-        d->linger_deadline_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
-        sb_timers_arm(&d->timers, SB_TIMER_LINGER, d->linger_deadline_ms);
+        sb_phase_enter(d, SB_PHASE_LINGER,
+                       sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
         sb_info(p->name, "stdin reached EOF: delivering in-flight responses, then shutting down");
     }
 }
@@ -208,13 +197,13 @@ void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
 static void on_client_event(void *data, int fd, short revents) {
     sb_peer *c = data;
     sb_bus *d = sb_bus_self;
-    if (c->doomed)
+    if (c->state == SB_CLIENT_DOOMED)
         return;
     if ((revents & POLLOUT) && fd == c->out_fd) {
         int rc = sb_outq_flush(&c->out, c->out_fd);
         if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
             sb_info(c->name, "client went away while writing");
-            sb_relay_doom(d, c);
+            sb_client_doom(d, c);
             return;
         }
         if (!sb_outq_over(&c->out))
@@ -225,7 +214,7 @@ static void on_client_event(void *data, int fd, short revents) {
     if (c->in_eof && fd == c->in_fd && (revents & (POLLHUP | POLLERR))) {
         /* SB-I-41: after a half-close, the peer is now gone both ways */
         sb_info(c->name, "connection closed by the client");
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
         return;
     }
     if (c->blocked_on && fd == c->in_fd && c->in_fd == c->out_fd &&
@@ -233,7 +222,7 @@ static void on_client_event(void *data, int fd, short revents) {
         /* Hung up while paused, nothing left unread: gone (7.2). Lines taken
          * before the pause go with it, like a partial line (SB-I-25). */
         sb_info(c->name, "connection closed by the client while its input was paused");
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
         return;
     }
     if (sb_relay_park_if_paused(d, c, fd, revents))
@@ -243,7 +232,7 @@ static void on_client_event(void *data, int fd, short revents) {
             sb_clients_input_eof(d, c);
     } else if (fd == c->out_fd && fd != c->in_fd && (revents & (POLLERR | POLLHUP))) {
         sb_info(c->name, "stdout closed by the reader");
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
     }
 }
 
@@ -323,36 +312,35 @@ static void on_listen_event(void *data, int fd, short revents) {
 }
 
 void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
-    if (c->kind != SB_PEER_CLIENT || c->doomed)
+    if (c->kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED)
         return;
+    /* A state's timer is disarmed when the client leaves the state: one
+     * that fires is due. */
     switch (which) {
     case SB_TIMER_FULL: /* SB-7.3.1-4 */
         if (c->full_since_ms &&
             now - c->full_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
             sb_error(c->name, "output queue full for backpressure_timeout_sec=%d: closing",
                      d->limits->backpressure_timeout_sec);
-            sb_relay_doom(d, c);
+            sb_client_doom(d, c);
         }
         break;
     case SB_TIMER_HELD: /* SB-I-45 */
-        if (c->held_since_ms &&
-            now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
-            sb_error(c->name,
-                     "request held for backpressure_timeout_sec=%d: its id stays in use on every "
-                     "worker it could go to: closing",
-                     d->limits->backpressure_timeout_sec);
-            sb_relay_doom(d, c);
-        }
+        sb_error(c->name,
+                 "request held for backpressure_timeout_sec=%d: its id stays in use on every "
+                 "worker it could go to: closing",
+                 d->limits->backpressure_timeout_sec);
+        sb_client_doom(d, c);
         break;
-    case SB_TIMER_ENDING: /* SB-I-41: sb_clients_close_ended, which ran this turn */
+    case SB_TIMER_ENDING: /* SB-I-41: settled ones were closed by sb_clients_close_ended */
+        sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+                d->limits->drain_timeout_sec);
+        sb_client_doom(d, c);
         break;
     case SB_TIMER_CLOSING: /* SB-X-14 */
-        if (c->closing_since_ms &&
-            now - c->closing_since_ms >= (int64_t)d->limits->drain_timeout_sec * 1000) {
-            sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
-                    d->limits->drain_timeout_sec);
-            sb_relay_doom(d, c);
-        }
+        sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
+                d->limits->drain_timeout_sec);
+        sb_client_doom(d, c);
         break;
     }
 }

@@ -13,7 +13,7 @@
 sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd);
 void sb_clients_close(sb_bus *d, sb_peer *c);
 bool sb_clients_has_pending(const sb_bus *d, const sb_peer *c);
-void sb_clients_close_ended(sb_bus *d, int64_t now);
+void sb_clients_close_ended(sb_bus *d);
 void sb_clients_input_eof(sb_bus *d, sb_peer *p);
 /* A client's timer (SB_TIMER_FULL, _HELD, _ENDING, _CLOSING) fired. */
 void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now);

@@ -8,6 +8,7 @@
 #include "fdlimit.h"
 #include "log.h"
 #include "memory.h"
+#include "phase.h"
 #include "relay.h"
 #include "signals.h"
 #include "status.h"
@@ -35,9 +36,8 @@ static void begin_shutdown(sb_bus *d, const char *why) {
     if (d->phase >= SB_PHASE_DRAINING)
         return; /* SB-I-21: a second trigger changes nothing */
     sb_info(NULL, "shutting down (%s)", why);
-    d->phase = SB_PHASE_DRAINING;
-    d->drain_deadline_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
-    sb_timers_arm(&d->timers, SB_TIMER_DRAIN, d->drain_deadline_ms);
+    sb_phase_enter(d, SB_PHASE_DRAINING,
+                   sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     if (d->listen_fd >= 0) { /* SB-10.2-1 */
         sb_loop_del(&d->loop, d->listen_fd);
         close(d->listen_fd);
@@ -59,7 +59,7 @@ static void begin_shutdown(sb_bus *d, const char *why) {
 static bool clients_flushed(const sb_bus *d) {
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
         if (d->clients[i].kind == SB_PEER_CLIENT && sb_outq_len(&d->clients[i].out) &&
-            !d->clients[i].doomed)
+            d->clients[i].state != SB_CLIENT_DOOMED)
             return false;
     return true;
 }
@@ -113,7 +113,7 @@ static void finish_round(sb_bus *d) {
     for (int i = 0; i < d->ready_count; i++) {
         sb_peer *p = d->ready[i];
         p->queued = false;
-        if (p->kind == SB_PEER_FREE || p->doomed)
+        if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED)
             continue;
         sb_relay_verdict v = sb_relay_process(d, p);
         if (v.event != SB_RELAY_OK) /* only a worker's lines call for more */
@@ -195,12 +195,11 @@ static void check_pending_full(sb_bus *d) {
  * `now` while firing wait for the next turn (which polls without waiting). */
 static void check_timers(sb_bus *d, int64_t now) {
     if (d->ending_count) /* answers routed last turn may have settled them */
-        sb_clients_close_ended(d, now);
+        sb_clients_close_ended(d);
     int id;
     for (int n = d->timers.count; n > 0 && (id = sb_timers_take(&d->timers, now)) >= 0; n--) {
         switch (id) {
-        case SB_TIMER_LINGER:
-        case SB_TIMER_DRAIN:
+        case SB_TIMER_PHASE:
             break; /* check_phase */
         case SB_TIMER_SWEEP:
             sweep_idle(d, now);
@@ -227,15 +226,15 @@ static void check_phase(sb_bus *d, int64_t now) {
                            (!sb_clients_has_pending(d, c) && sb_outq_len(&c->out) == 0);
         if (client_done)
             begin_shutdown(d, "stdin EOF, nothing in flight");
-        else if (now >= d->linger_deadline_ms)
+        else if (now >= d->phase_deadline_ms)
             begin_shutdown(d, "stdin EOF, drain_timeout_sec reached with requests in flight");
     }
     if (d->phase == SB_PHASE_DRAINING) {
         if (d->live_workers == 0 && clients_flushed(d))
-            d->phase = SB_PHASE_DONE;
-        else if (now >= d->drain_deadline_ms) {
+            sb_phase_enter(d, SB_PHASE_DONE, 0);
+        else if (now >= d->phase_deadline_ms) {
             sb_supervise_kill_remaining(d);
-            d->phase = SB_PHASE_DONE;
+            sb_phase_enter(d, SB_PHASE_DONE, 0);
         }
     }
 }
@@ -356,7 +355,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
             check_phase(&d, now);
             if (d.phase == SB_PHASE_DONE)
                 break;
-            sb_loop_run_once(&d.loop, (int)(d.drain_deadline_ms - now));
+            sb_loop_run_once(&d.loop, (int)(d.phase_deadline_ms - now));
         }
         daemon_fini(&d);
         return 1;

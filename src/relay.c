@@ -1,5 +1,6 @@
 #include "relay.h"
 #include "bus_limits.h"
+#include "client_state.h"
 #include "log.h"
 #include "status.h"
 
@@ -11,18 +12,26 @@
 /* ---- interest and lifecycle of peers --------------------------------- */
 
 static bool may_read(const sb_bus *d, const sb_peer *p) {
-    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on || p->held_since_ms ||
-        p->closing_since_ms)
+    if (p->in_fd < 0 || p->in_eof || p->blocked_on)
         return false;
     if (p->kind == SB_PEER_CLIENT)
-        return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
+        switch (p->state) {
+        case SB_CLIENT_OPEN:
+            return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
+        case SB_CLIENT_FREE:
+        case SB_CLIENT_HELD:    /* SB-I-45 */
+        case SB_CLIENT_ENDING:  /* SB-I-41 */
+        case SB_CLIENT_CLOSING: /* SB-X-14 */
+        case SB_CLIENT_DOOMED:
+            return false;
+        }
     const sb_worker *w = (const sb_worker *)p;
     return !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
 }
 
 void sb_relay_update_interest(sb_bus *d, sb_peer *p) {
     short in_events = may_read(d, p) ? POLLIN : 0;
-    short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
+    short out_events = sb_outq_len(&p->out) && p->state != SB_CLIENT_DOOMED ? POLLOUT : 0;
     if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
         p->in_parked = false;
         if (sb_loop_add(&d->loop, p->in_fd,
@@ -56,7 +65,7 @@ bool sb_relay_park_if_paused(sb_bus *d, sb_peer *p, int fd, short revents) {
 }
 
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
-    if (!p->queued && !p->doomed) {
+    if (!p->queued && p->state != SB_CLIENT_DOOMED) {
         p->queued = true;
         d->ready[d->ready_count++] = p;
     }
@@ -66,45 +75,18 @@ void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
  * every worker it could go to. It stays in the input buffer, and the client
  * is not read (the socket buffer and max_input_buffer bound what waits),
  * until a pending request ends or the set of running workers changes. */
-static void hold_client(sb_bus *d, sb_peer *c) {
-    c->held_since_ms = sb_now_ms();
-    sb_bus_arm(d, c, SB_TIMER_HELD,
-               c->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
-    d->held[d->held_count++] = c;
-    sb_relay_update_interest(d, c);
-}
-
-void sb_relay_unhold(sb_bus *d, sb_peer *c) {
-    for (int i = 0; i < d->held_count; i++)
-        if (d->held[i] == c) {
-            d->held[i] = d->held[--d->held_count];
-            break;
-        }
-    c->held_since_ms = 0;
-    sb_bus_disarm(d, c, SB_TIMER_HELD);
-}
 
 /* Every held client offers its line again at the end of the round; those
- * whose id is still in use are held again. */
+ * whose id is still in use are held again. One whose input ended while it
+ * was held (a hang-up) ends once its line is offered. */
 void sb_relay_release_held(sb_bus *d) {
-    for (int i = 0; i < d->held_count; i++) {
+    int n = d->held_count;
+    d->held_count = 0; /* all leave it, in the order they were held */
+    for (int i = 0; i < n; i++) {
         sb_peer *c = d->held[i];
-        c->held_since_ms = 0;
-        sb_bus_disarm(d, c, SB_TIMER_HELD);
-        sb_relay_update_interest(d, c);
+        sb_client_enter(d, c, c->in_eof ? SB_CLIENT_ENDING : SB_CLIENT_OPEN);
         sb_relay_mark_ready(d, c);
     }
-    d->held_count = 0;
-}
-
-/* Closing is deferred to the end of the dispatch round, so no handler ever
- * runs on a peer that was freed under it (redis's freeClientAsync). */
-void sb_relay_doom(sb_bus *d, sb_peer *p) {
-    if (p->doomed)
-        return;
-    p->doomed = true;
-    d->doomed[d->doomed_count++] = p;
-    sb_relay_update_interest(d, p);
 }
 
 /* Every input paused on `out` resumes (SB-7.3.1-3). */
@@ -178,7 +160,7 @@ static void output_failed(sb_bus *d, sb_peer *p, int rc) {
     } else {
         sb_info(p->name, "client went away (%s)",
                 rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
-        sb_relay_doom(d, p);
+        sb_client_doom(d, p);
     }
 }
 
@@ -199,7 +181,7 @@ void sb_relay_recount(sb_bus *d, sb_peer *c) {
  * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
  * or interleaved (SB-I-26): each is appended whole behind the last. */
 void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from) {
-    if (p->doomed || p->out_fd < 0)
+    if (p->state == SB_CLIENT_DOOMED || p->out_fd < 0)
         return;
     if (len >= SB_DIRECT_WRITE_MIN && sb_outq_len(&p->out) == 0) {
         int rc = sb_outq_send(&p->out, p->out_fd, line, len);
@@ -236,7 +218,7 @@ void sb_relay_flush(sb_bus *d) {
     for (int i = 0; i < d->dirty_count; i++) {
         sb_peer *p = d->dirty[i];
         p->dirty = false;
-        if (p->kind == SB_PEER_FREE || p->doomed || p->out_fd < 0)
+        if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED || p->out_fd < 0)
             continue;
         int rc = sb_outq_flush(&p->out, p->out_fd);
         if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
@@ -309,7 +291,7 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         return false;
     case SB_ROUTE_REJECT: /* SB-4.3-1, SB-4.3-2 */
         sb_warn(c->name, "malformed input (%s): closing the client", sb_router_why(r.why));
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
         return true;
     case SB_ROUTE_DROP:
         format_tokens(&r.fields, tokens, sizeof tokens);
@@ -404,7 +386,7 @@ static void client_overflow(sb_bus *d, sb_peer *c) {
     /* SB-7.3.2-1, SB-7.3.2-2 */
     sb_error(c->name, "line longer than max_input_buffer (%zu bytes): closing the client",
              d->limits->max_input_buffer);
-    sb_relay_doom(d, c);
+    sb_client_doom(d, c);
 }
 
 static sb_relay_verdict verdict(sb_relay_event event, sb_route_why why) {
@@ -415,9 +397,9 @@ static sb_relay_verdict verdict(sb_relay_event event, sb_route_why why) {
 sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
     const char *line;
     long n;
-    if (p->held_since_ms || p->closing_since_ms)
+    if (p->state == SB_CLIENT_HELD || p->state == SB_CLIENT_CLOSING)
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-45: its next line waits; SB-X-14 */
-    while (!p->blocked_on && !p->doomed) {
+    while (!p->blocked_on && p->state != SB_CLIENT_DOOMED) {
         if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
             break; /* a failed worker's further output is not routed */
         if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING &&
@@ -435,7 +417,7 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
         if (p->kind == SB_PEER_CLIENT) {
             if (!route_from_client(d, p, line, (size_t)n)) {
                 sb_frame_unread(&p->in, (size_t)n);
-                hold_client(d, p);
+                sb_client_enter(d, p, SB_CLIENT_HELD);
                 break;
             }
         } else {
@@ -458,7 +440,7 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
             sb_error(p->name, "out of memory for its input buffer");
             if (p->kind == SB_PEER_WORKER)
                 return verdict(SB_RELAY_NOMEM, SB_WHY_NONE);
-            sb_relay_doom(d, p);
+            sb_client_doom(d, p);
         } else {
             if (p->kind == SB_PEER_WORKER)
                 return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
@@ -476,7 +458,7 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
         if (p->kind == SB_PEER_WORKER)
             return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
         sb_info(p->name, "read failed (%s): client gone", strerror(errno));
-        sb_relay_doom(d, p);
+        sb_client_doom(d, p);
         return verdict(SB_RELAY_OK, SB_WHY_NONE);
     }
     if (got == 0)
@@ -496,6 +478,6 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
 
 /* A closing client whose output queue is empty is closed now. */
 void sb_relay_close_if_flushed(sb_bus *d, sb_peer *c) {
-    if (c->closing_since_ms && c->kind == SB_PEER_CLIENT && sb_outq_len(&c->out) == 0)
-        sb_relay_doom(d, c);
+    if (c->state == SB_CLIENT_CLOSING && sb_outq_len(&c->out) == 0)
+        sb_client_doom(d, c);
 }

@@ -34,10 +34,7 @@ bool sb_relay_park_if_paused(sb_bus *d, sb_peer *p, int fd, short revents);
 /* Puts p on the ready list: its buffered lines are routed at the end of
  * the round. */
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p);
-void sb_relay_unhold(sb_bus *d, sb_peer *c);
 void sb_relay_release_held(sb_bus *d);
-/* Closes p at the end of the round (clients) / stops routing from it. */
-void sb_relay_doom(sb_bus *d, sb_peer *p);
 void sb_relay_release_waiters(sb_bus *d, sb_peer *out);
 void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full);
 /* Closes a worker's stdin: nothing more goes to it, what was queued for it

@@ -1,4 +1,5 @@
 #include "supervise.h"
+#include "client_state.h"
 #include "log.h"
 #include "relay.h"
 #include "status.h"
@@ -269,7 +270,7 @@ static void drain_at_exit(sb_bus *d, sb_worker *w) {
     if (p->in_fd < 0)
         return;
     size_t left = sb_worker_pipe_pending(p->in_fd);
-    while (left > 0 && !w->muted && !p->blocked_on && !p->doomed) {
+    while (left > 0 && !w->muted && !p->blocked_on) {
         size_t avail;
         char *space = sb_frame_space(&p->in, &avail);
         if (!space) {
@@ -481,14 +482,12 @@ static bool affinity_worker_exited(sb_bus *d, sb_worker *w) {
     while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
         sb_affinity_unbind(&d->router.affinity, client);
         sb_peer *c = &d->clients[client];
-        if (d->phase >= SB_PHASE_DRAINING || c->doomed || c->closing_since_ms)
+        if (d->phase >= SB_PHASE_DRAINING || c->state == SB_CLIENT_DOOMED ||
+            c->state == SB_CLIENT_CLOSING)
             continue;
         sb_warn(c->name, "its worker %d exited: closing the connection once its output is written",
                 w->id);
-        c->closing_since_ms = sb_now_ms();
-        sb_bus_arm(d, c, SB_TIMER_CLOSING,
-                   c->closing_since_ms + (int64_t)d->limits->drain_timeout_sec * 1000);
-        sb_relay_update_interest(d, c);
+        sb_client_enter(d, c, SB_CLIENT_CLOSING);
         if (!c->dirty)
             sb_relay_close_if_flushed(d, c);
     }

@@ -27,6 +27,8 @@ void sb_timers_fini(sb_timers *t);
 void sb_timers_arm(sb_timers *t, int id, int64_t at);
 void sb_timers_disarm(sb_timers *t, int id);
 bool sb_timers_armed(const sb_timers *t, int id);
+/* Timer id's deadline, or 0 when it is not armed. */
+int64_t sb_timers_deadline(const sb_timers *t, int id);
 
 /* The earliest deadline armed, or INT64_MAX when none is. */
 int64_t sb_timers_next(const sb_timers *t);
