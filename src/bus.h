@@ -75,6 +75,14 @@ typedef struct sb_bus {
     sb_timers timers;          /* every deadline above and of each peer (SB_TIMER_*) */
 } sb_bus;
 
+/* Allocates d's tables for cfg and opt->mode (worker ids in config order,
+ * SB-I-13). Returns 0, or STDIO_BUS_ERR (logged); call sb_bus_fini after
+ * either. */
+int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt);
+/* Frees what sb_bus_init allocated; the peers' fds and buffers are the
+ * daemon's to close first. */
+void sb_bus_fini(sb_bus *d);
+
 /* Handlers registered per peer reach the daemon here instead of through a
  * back-pointer in every peer (set by sb_daemon_run). */
 extern sb_bus *sb_bus_self;

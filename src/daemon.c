@@ -239,53 +239,6 @@ static void check_phase(sb_bus *d, int64_t now) {
     }
 }
 
-static int daemon_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
-    memset(d, 0, sizeof *d);
-    d->cfg = cfg;
-    d->limits = &cfg->limits;
-    d->mode = opt->mode;
-    d->listen_fd = -1;
-    d->spare_fd = -1;
-    d->signal_fd = -1;
-    d->worker_count = cfg->worker_count;
-    int peers = STDIO_BUS_MAX_CONNECTIONS + cfg->worker_count;
-    d->workers = calloc((size_t)cfg->worker_count, sizeof *d->workers);
-    d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
-    d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
-    d->ready = malloc((size_t)peers * sizeof *d->ready);
-    d->doomed = malloc((size_t)peers * sizeof *d->doomed);
-    d->dirty = malloc((size_t)peers * sizeof *d->dirty);
-    d->held = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->held);
-    d->ending = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->ending);
-    d->stdin_lost =
-        malloc((size_t)(cfg->worker_count ? cfg->worker_count : 1) * sizeof *d->stdin_lost);
-    if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
-        !d->held || !d->ending || !d->stdin_lost || sb_loop_init(&d->loop) < 0 ||
-        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
-        sb_router_set_affinity(&d->router, cfg->affinity) < 0 ||
-        sb_timers_init(&d->timers,
-                       SB_TIMER_PEERS + SB_TIMERS_PER_PEER *
-                                            (cfg->worker_count + STDIO_BUS_MAX_CONNECTIONS)) < 0) {
-        sb_error(NULL, "out of memory at start-up");
-        return STDIO_BUS_ERR;
-    }
-    if (opt->mode == SB_MODE_STDIO) /* SB-I-51: the one client has no one to share with */
-        d->router.client_share = STDIO_BUS_MAX_PENDING_REQUESTS;
-    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-        d->clients[i].in_fd = d->clients[i].out_fd = -1;
-        d->free_clients[i] = STDIO_BUS_MAX_CONNECTIONS - 1 - i; /* hand out slot 0 first */
-    }
-    d->free_count = STDIO_BUS_MAX_CONNECTIONS;
-    int id = 0;
-    for (int p = 0; p < cfg->pool_count; p++) /* SB-I-13: ids in config order */
-        for (int k = 0; k < cfg->pools[p].instances; k++, id++)
-            if (sb_worker_init(&d->workers[id], id, &cfg->pools[p], d->limits) < 0) {
-                sb_error(NULL, "out of memory at start-up");
-                return STDIO_BUS_ERR;
-            }
-    return STDIO_BUS_OK;
-}
-
 static void daemon_fini(sb_bus *d) {
     /* SB-10.2-5 */
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS && d->clients; i++)
@@ -315,18 +268,7 @@ static void daemon_fini(sb_bus *d) {
         fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags);
         fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags);
     }
-    sb_router_fini(&d->router);
-    sb_timers_fini(&d->timers);
-    sb_loop_fini(&d->loop);
-    free(d->workers);
-    free(d->clients);
-    free(d->free_clients);
-    free(d->ready);
-    free(d->doomed);
-    free(d->dirty);
-    free(d->held);
-    free(d->ending);
-    free(d->stdin_lost);
+    sb_bus_fini(d);
 }
 
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
@@ -334,7 +276,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_bus_self = &d;
     sb_memory_tune();
     sb_fdlimit_raise(cfg->worker_count);
-    int rc = daemon_init(&d, cfg, opt);
+    int rc = sb_bus_init(&d, cfg, opt);
     if (rc == 0) {
         d.signal_fd = sb_signals_open();
         if (d.signal_fd < 0 || sb_loop_add(&d.loop, d.signal_fd, POLLIN, on_signal_event, &d) < 0) {
