@@ -200,16 +200,8 @@ static void on_client_event(void *data, int fd, short revents) {
     if (c->state == SB_CLIENT_DOOMED)
         return;
     if ((revents & POLLOUT) && fd == c->out_fd) {
-        int rc = sb_outq_flush(&c->out, c->out_fd);
-        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-            sb_info(c->name, "client went away while writing");
-            sb_client_doom(d, c);
+        if (!sb_relay_write(d, c))
             return;
-        }
-        if (!sb_outq_over(&c->out))
-            sb_relay_set_full(d, c, false);
-        sb_relay_update_interest(d, c);
-        sb_relay_close_if_flushed(d, c);
     }
     if (c->in_eof && fd == c->in_fd && (revents & (POLLHUP | POLLERR))) {
         /* SB-I-41: after a half-close, the peer is now gone both ways */

@@ -38,6 +38,7 @@ typedef struct sb_peer {
     int waiters; /* inputs paused on this output, or more (one that closed while paused) */
     int64_t full_since_ms; /* SB-7.3.1-2: when out went over its cap; 0 = not */
     sb_client_state state; /* clients only: see sb_client_enter */
+    bool routable;         /* worker: its lines are read and routed (set by its supervision) */
     bool in_eof;           /* its input reached its end (a held client keeps its line) */
     bool queued;           /* on the ready list: has buffered lines to process */
     bool active;           /* read since the last idle sweep */

@@ -25,8 +25,7 @@ static bool may_read(const sb_bus *d, const sb_peer *p) {
         case SB_CLIENT_DOOMED:
             return false;
         }
-    const sb_worker *w = (const sb_worker *)p;
-    return !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
+    return p->routable;
 }
 
 void sb_relay_update_interest(sb_bus *d, sb_peer *p) {
@@ -213,6 +212,20 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
     }
 }
 
+/* The one writable-fd path, for every peer. */
+bool sb_relay_write(sb_bus *d, sb_peer *p) {
+    int rc = sb_outq_flush(&p->out, p->out_fd);
+    if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+        output_failed(d, p, rc);
+        return false;
+    }
+    if (!sb_outq_over(&p->out))
+        sb_relay_set_full(d, p, false); /* SB-7.3.1-3 */
+    sb_relay_update_interest(d, p);
+    sb_relay_close_if_flushed(d, p);
+    return true;
+}
+
 /* Writes what each output gathered this round. */
 void sb_relay_flush(sb_bus *d) {
     for (int i = 0; i < d->dirty_count; i++) {
@@ -220,15 +233,7 @@ void sb_relay_flush(sb_bus *d) {
         p->dirty = false;
         if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED || p->out_fd < 0)
             continue;
-        int rc = sb_outq_flush(&p->out, p->out_fd);
-        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-            output_failed(d, p, rc);
-            continue;
-        }
-        if (!sb_outq_over(&p->out))
-            sb_relay_set_full(d, p, false);
-        sb_relay_update_interest(d, p);
-        sb_relay_close_if_flushed(d, p);
+        sb_relay_write(d, p);
     }
     d->dirty_count = 0;
 }
@@ -255,11 +260,10 @@ void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_l
 }
 
 /* SB-I-52: likewise a worker's request that is not forwarded to its client. */
-static void answer_worker(sb_bus *d, sb_worker *w, const sb_fields *f, const char *why) {
-    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || w->peer.out_fd < 0)
+static void answer_worker(sb_bus *d, sb_peer *w, const sb_fields *f, const char *why) {
+    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || w->out_fd < 0)
         return;
-    send_error_to(d, &w->peer, f->id.raw, f->id.raw_len, f->session_id.raw, f->session_id.raw_len,
-                  why);
+    send_error_to(d, w, f->id.raw, f->id.raw_len, f->session_id.raw, f->session_id.raw_len, why);
 }
 
 /* ---- routing ------------------------------------------------------------ */
@@ -313,19 +317,18 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
                                 r.fields.session_id.raw_len, sb_router_why(r.why));
         return true;
     case SB_ROUTE_TO_WORKER: {
-        sb_worker *w = &d->workers[r.target];
+        sb_peer *w = &d->workers[r.target].peer;
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens,
-                     r.new_session ? " (new session)" : "");
+            sb_debug(c->name, "-> %s:%s%s", w->name, tokens, r.new_session ? " (new session)" : "");
         }
         if (r.new_binding) /* SB-X-11 */
-            sb_info(c->name, "bound to %s (affinity)", w->peer.name);
+            sb_info(c->name, "bound to %s (affinity)", w->name);
         if (c->share_warned && r.is_request) { /* SB-I-51: the episode is over */
             c->share_warned = false;
             sb_info(c->name, "back within its share of the pending request table");
         }
-        sb_relay_send(d, &w->peer, line, len, c); /* SB-5.1.1-3: the bytes as received */
+        sb_relay_send(d, w, line, len, c); /* SB-5.1.1-3: the bytes as received */
         return true;
     }
     case SB_ROUTE_TO_CLIENT:
@@ -335,8 +338,8 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
 }
 
 /* Returns SB_WHY_NONE, or the reason the line is malformed (5.3). */
-static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line, size_t len) {
-    sb_route r = sb_router_from_worker(&d->router, w->id, line, len);
+static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, size_t len) {
+    sb_route r = sb_router_from_worker(&d->router, w->index, line, len);
     char tokens[200];
     switch (r.action) {
     case SB_ROUTE_IGNORE:
@@ -348,7 +351,7 @@ static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line,
         if (r.why == SB_WHY_UPSTREAM_SHARE || r.why == SB_WHY_UPSTREAM_FULL) {
             sb_peer *c = &d->clients[r.target]; /* SB-I-52: one warning per episode */
             if (!c->upstream_warned)
-                sb_warn(w->peer.name,
+                sb_warn(w->name,
                         "discarding request:%s to %s: %s: its requests to that client are "
                         "discarded until it answers some",
                         tokens, c->name, sb_router_why(r.why));
@@ -356,7 +359,7 @@ static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line,
             answer_worker(d, w, &r.fields, sb_router_why(r.why));
             break;
         }
-        sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+        sb_warn(w->name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
         if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
             sb_relay_release_held(d); /* an orphan's id is free again */
         break;
@@ -364,13 +367,13 @@ static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line,
         sb_peer *c = &d->clients[r.target];
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(w->peer.name, "-> %s:%s", c->name, tokens);
+            sb_debug(w->name, "-> %s:%s", c->name, tokens);
         }
         if (c->upstream_warned && r.fields.method.type && r.fields.id.type) {
             c->upstream_warned = false; /* SB-I-52: a request to it was recorded again */
             sb_info(c->name, "owes answers to fewer worker requests than its share again");
         }
-        sb_relay_send(d, c, line, len, &w->peer); /* SB-4.2.3-3: pass-through */
+        sb_relay_send(d, c, line, len, w); /* SB-4.2.3-3: pass-through */
         if (d->held_count && (r.fields.result.type || r.fields.error.type))
             sb_relay_release_held(d); /* a pending id is free again */
         break;
@@ -400,7 +403,7 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
     if (p->state == SB_CLIENT_HELD || p->state == SB_CLIENT_CLOSING)
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-45: its next line waits; SB-X-14 */
     while (!p->blocked_on && p->state != SB_CLIENT_DOOMED) {
-        if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
+        if (p->kind == SB_PEER_WORKER && !p->routable)
             break; /* a failed worker's further output is not routed */
         if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING &&
             d->phase != SB_PHASE_LINGER)
@@ -421,7 +424,7 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
                 break;
             }
         } else {
-            sb_route_why why = route_from_worker(d, (sb_worker *)p, line, (size_t)n);
+            sb_route_why why = route_from_worker(d, p, line, (size_t)n);
             if (why != SB_WHY_NONE)
                 return verdict(SB_RELAY_MALFORMED, why);
         }

@@ -52,7 +52,14 @@ void sb_relay_recount(sb_bus *d, sb_peer *c);
 /* Queues one line for p; from (may be NULL) is paused when p's queue goes
  * over its cap. */
 void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from);
-/* Writes what each output gathered this round. */
+/* The one writable-fd path, for every peer: p's output fd is writable
+ * (POLLOUT), or p gathered bytes this round. Writes what the fd takes; a
+ * failed write ends p's output (a worker's stdin is lost, a client is
+ * closed); an output back under its cap resumes the inputs paused on it
+ * (SB-7.3.1-3); POLLOUT is watched while bytes remain; a closing client
+ * whose output is written is closed (SB-X-14). */
+bool sb_relay_write(sb_bus *d, sb_peer *p); /* false: the write failed */
+/* sb_relay_write for each output that gathered bytes this round. */
 void sb_relay_flush(sb_bus *d);
 void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_len, const char *sid,
                          size_t sid_len, const char *why);

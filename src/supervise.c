@@ -25,6 +25,13 @@ static bool affinity_worker_exited(sb_bus *d, sb_worker *w);
  *   STARTING -> STOPPED        no process could be started
  *   RUNNING -> STOPPING        failed (5.3), its client left (SB-X-16), shutdown (10.2)
  *   RUNNING, STOPPING -> STOPPED   exited and reaped (7.1.2) */
+/* What the relay needs of a worker's state and muting: whether its lines
+ * are read and routed. */
+static void set_routable(sb_worker *w) {
+    w->peer.routable =
+        !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
+}
+
 static void enter(sb_worker *w, sb_worker_state to) {
     static const unsigned char allowed[] = {
         [SB_WORKER_STARTING] = 1u << SB_WORKER_RUNNING | 1u << SB_WORKER_STOPPED,
@@ -36,6 +43,7 @@ static void enter(sb_worker *w, sb_worker_state to) {
         sb_error(w->peer.name, "state %s -> %s is not a transition of Appendix B",
                  sb_worker_state_name(w->state), sb_worker_state_name(to));
     w->state = to;
+    set_routable(w);
 }
 
 /* Sets one of the worker's deadlines and its timer; 0 = none. */
@@ -161,6 +169,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     if (w->state == SB_WORKER_STOPPING) { /* already failed once; maybe now mute it */
         if (output == SB_MUTE_OUTPUT) {
             w->muted = true;
+            set_routable(w);
             sb_relay_update_interest(d, &w->peer);
         }
         return;
@@ -354,16 +363,8 @@ static void on_worker_event(void *data, int fd, short revents) {
             sb_relay_stdin_lost(d, &w->peer);
             return;
         }
-        if (revents & POLLOUT) {
-            int rc = sb_outq_flush(&p->out, p->out_fd);
-            if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-                sb_relay_stdin_lost(d, &w->peer);
-                return;
-            }
-            if (!sb_outq_over(&p->out))
-                sb_relay_set_full(d, p, false);
-            sb_relay_update_interest(d, p);
-        }
+        if (revents & POLLOUT)
+            sb_relay_write(d, p);
         return;
     }
     if (fd == p->in_fd && !sb_relay_park_if_paused(d, p, fd, revents))

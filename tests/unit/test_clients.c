@@ -44,6 +44,7 @@ static void setup(void) {
     cr_assert_eq(pipe(from_worker), 0);
     sb_worker *w = &d.workers[0];
     w->state = SB_WORKER_RUNNING;
+    w->peer.routable = true;
     w->peer.out_fd = to_worker[1];
     w->peer.in_fd = from_worker[0];
     worker_stdin = to_worker[0];
