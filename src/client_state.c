@@ -1,6 +1,6 @@
 #include "client_state.h"
 #include "log.h"
-#include "relay.h"
+#include "watch.h"
 
 #include <stddef.h>
 
@@ -101,7 +101,7 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
         d->doomed[d->doomed_count++] = c;
         break;
     }
-    sb_relay_update_interest(d, c);
+    sb_watch_update(d, c);
 }
 
 void sb_client_doom(sb_bus *d, sb_peer *c) {

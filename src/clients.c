@@ -217,7 +217,7 @@ static void on_client_event(void *data, int fd, short revents) {
         sb_client_doom(d, c);
         return;
     }
-    if (sb_relay_park_if_paused(d, c, fd, revents))
+    if (sb_watch_park_if_paused(d, c, fd, revents))
         return;
     if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR))) {
         if (sb_relay_read(d, c).event == SB_RELAY_ENDED)

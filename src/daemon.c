@@ -52,7 +52,7 @@ static void begin_shutdown(sb_bus *d, const char *why) {
     }
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
         if (d->clients[i].kind == SB_PEER_CLIENT)
-            sb_relay_update_interest(d, &d->clients[i]);
+            sb_watch_update(d, &d->clients[i]);
     sb_supervise_stop_all(d); /* SB-10.2-2 */
 }
 

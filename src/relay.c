@@ -9,59 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- interest and lifecycle of peers --------------------------------- */
-
-static bool may_read(const sb_bus *d, const sb_peer *p) {
-    if (p->in_fd < 0 || p->in_eof || p->blocked_on)
-        return false;
-    if (p->kind == SB_PEER_CLIENT)
-        switch (p->state) {
-        case SB_CLIENT_OPEN:
-            return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
-        case SB_CLIENT_FREE:
-        case SB_CLIENT_HELD:    /* SB-I-45 */
-        case SB_CLIENT_ENDING:  /* SB-I-41 */
-        case SB_CLIENT_CLOSING: /* SB-X-14 */
-        case SB_CLIENT_DOOMED:
-            return false;
-        }
-    return p->routable;
-}
-
-void sb_relay_update_interest(sb_bus *d, sb_peer *p) {
-    short in_events = may_read(d, p) ? POLLIN : 0;
-    short out_events = sb_outq_len(&p->out) && p->state != SB_CLIENT_DOOMED ? POLLOUT : 0;
-    if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
-        p->in_parked = false;
-        if (sb_loop_add(&d->loop, p->in_fd,
-                        p->in_fd == p->out_fd ? in_events | out_events : in_events, p->on_event,
-                        p) < 0)
-            p->in_parked = true;
-        return;
-    }
-    if (p->in_fd >= 0 && p->in_fd == p->out_fd) {
-        sb_loop_set(&d->loop, p->in_fd, in_events | out_events);
-        return;
-    }
-    if (p->in_fd >= 0 && !p->in_parked)
-        sb_loop_set(&d->loop, p->in_fd, in_events);
-    if (p->out_fd >= 0)
-        sb_loop_set(&d->loop, p->out_fd, out_events);
-}
-
-/* A paused input that hangs up would wake poll() forever (POLLHUP cannot
- * be masked): take it off the loop until it is resumed; what it still
- * holds is read then. Returns true when the input is paused (the event is
- * absorbed: nothing may be read now). */
-bool sb_relay_park_if_paused(sb_bus *d, sb_peer *p, int fd, short revents) {
-    if (!p->blocked_on || fd != p->in_fd)
-        return false;
-    if (revents & (POLLHUP | POLLERR)) {
-        sb_loop_del(&d->loop, fd);
-        p->in_parked = true;
-    }
-    return true;
-}
+/* ---- lifecycle of peers ------------------------------------------- */
 
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
     if (!p->queued && p->state != SB_CLIENT_DOOMED) {
@@ -97,7 +45,7 @@ void sb_relay_release_waiters(sb_bus *d, sb_peer *out) {
         sb_peer *p = &d->workers[i].peer;
         if (p->blocked_on == out) {
             p->blocked_on = NULL;
-            sb_relay_update_interest(d, p);
+            sb_watch_update(d, p);
             sb_relay_mark_ready(d, p);
         }
     }
@@ -105,7 +53,7 @@ void sb_relay_release_waiters(sb_bus *d, sb_peer *out) {
         sb_peer *p = &d->clients[i];
         if (p->kind == SB_PEER_CLIENT && p->blocked_on == out) {
             p->blocked_on = NULL;
-            sb_relay_update_interest(d, p);
+            sb_watch_update(d, p);
             sb_relay_mark_ready(d, p);
         }
     }
@@ -189,7 +137,7 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
             return;
         }
         if (rc == STDIO_BUS_EAGAIN)
-            sb_relay_update_interest(d, p);
+            sb_watch_update(d, p);
     } else {
         if (sb_outq_push(&p->out, line, len) < 0) {
             output_failed(d, p, STDIO_BUS_ERR);
@@ -207,7 +155,7 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
         if (from && !from->blocked_on && from != p) {
             from->blocked_on = p;
             p->waiters++;
-            sb_relay_update_interest(d, from);
+            sb_watch_update(d, from);
         }
     }
 }
@@ -221,7 +169,7 @@ bool sb_relay_write(sb_bus *d, sb_peer *p) {
     }
     if (!sb_outq_over(&p->out))
         sb_relay_set_full(d, p, false); /* SB-7.3.1-3 */
-    sb_relay_update_interest(d, p);
+    sb_watch_update(d, p);
     sb_relay_close_if_flushed(d, p);
     return true;
 }

@@ -6,6 +6,7 @@
 #define SB_RELAY_H
 
 #include "bus.h"
+#include "watch.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,10 +28,6 @@ typedef struct {
     sb_route_why why; /* SB_RELAY_MALFORMED: the router's reason */
 } sb_relay_verdict;
 
-/* Watches p's fds for what it may do now: read unless paused, held,
- * closing or (clients) shut down; write while its queue holds bytes. */
-void sb_relay_update_interest(sb_bus *d, sb_peer *p);
-bool sb_relay_park_if_paused(sb_bus *d, sb_peer *p, int fd, short revents);
 /* Puts p on the ready list: its buffered lines are routed at the end of
  * the round. */
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p);

@@ -170,7 +170,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
         if (output == SB_MUTE_OUTPUT) {
             w->muted = true;
             set_routable(w);
-            sb_relay_update_interest(d, &w->peer);
+            sb_watch_update(d, &w->peer);
         }
         return;
     }
@@ -192,7 +192,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     sb_worker_signal(w, SIGTERM);
     if (w->peer.out_fd >= 0)
         sb_relay_close_stdin(d, &w->peer); /* nothing more goes to it */
-    sb_relay_update_interest(d, &w->peer);
+    sb_watch_update(d, &w->peer);
 }
 
 /* The worker's stdin broke (EPIPE, or POLLHUP/POLLERR on the pipe). Almost
@@ -367,7 +367,7 @@ static void on_worker_event(void *data, int fd, short revents) {
             sb_relay_write(d, p);
         return;
     }
-    if (fd == p->in_fd && !sb_relay_park_if_paused(d, p, fd, revents))
+    if (fd == p->in_fd && !sb_watch_park_if_paused(d, p, fd, revents))
         sb_supervise_verdict(d, w, sb_relay_read(d, p));
 }
 
@@ -466,7 +466,7 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c) {
     schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
              sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
-    sb_relay_update_interest(d, &w->peer);
+    sb_watch_update(d, &w->peer);
 }
 
 /* SB-X-14: a worker's exit ends the connections bound to it, whose server
@@ -550,6 +550,6 @@ void sb_supervise_stop_all(sb_bus *d) {
                 d, &w->peer); /* its queue is dropped too, and no longer counts as full */
         sb_worker_signal(w, SIGTERM);
         sb_info(w->peer.name, "SIGTERM sent");
-        sb_relay_update_interest(d, &w->peer);
+        sb_watch_update(d, &w->peer);
     }
 }
