@@ -52,7 +52,6 @@ typedef struct sb_bus {
     int stdin_lost_count;
     sb_peer **ending; /* socket clients in SB_CLIENT_ENDING (SB-I-41) */
     int ending_count;
-    int full_outputs;    /* peers whose output is over its cap */
     size_t client_bytes; /* SB-X-17: storage of every client's buffers, with a budget set */
     bool over_budget;    /* ... and it went over the budget this round */
     bool pending_full;   /* the pending table is full, and it was said */

@@ -64,10 +64,6 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
             sessions, pending);
     if (pending)
         sb_supervise_shed_orphans(d); /* SB-I-53 */
-    if (c->full_since_ms) {
-        c->full_since_ms = 0;
-        d->full_outputs--;
-    }
     for (int which = 0; which < SB_TIMERS_PER_PEER; which++)
         sb_bus_disarm(d, c, which);
     sb_relay_release_waiters(d, c);

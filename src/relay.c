@@ -64,14 +64,12 @@ void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full) {
         p->full_since_ms = sb_now_ms(); /* SB-7.3.1-2 */
         sb_bus_arm(d, p, SB_TIMER_FULL,
                    p->full_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
-        d->full_outputs++;
         sb_warn(p->name,
                 "output queue over max_output_queue (%zu bytes queued): pausing its inputs",
                 sb_outq_len(&p->out));
     } else if (!full && p->full_since_ms) {
         p->full_since_ms = 0;
         sb_bus_disarm(d, p, SB_TIMER_FULL);
-        d->full_outputs--;
         sb_info(p->name, "output queue drained below max_output_queue: resuming its inputs");
         sb_relay_release_waiters(d, p);
     }
@@ -87,7 +85,6 @@ void sb_relay_close_stdin(sb_bus *d, sb_peer *p) {
     if (p->full_since_ms) {
         p->full_since_ms = 0;
         sb_bus_disarm(d, p, SB_TIMER_FULL);
-        d->full_outputs--;
     }
     sb_relay_release_waiters(d, p);
 }
