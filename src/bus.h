@@ -48,6 +48,8 @@ typedef struct sb_bus {
     int dirty_count;
     sb_peer **held; /* clients in SB_CLIENT_HELD (SB-I-45) */
     int held_count;
+    bool reoffer_held;    /* an id was freed or the running workers changed: the held clients
+                          offer their line again, at the end of the round (SB-I-45) */
     sb_peer **stdin_lost; /* workers whose stdin broke this round (sb_relay_stdin_lost) */
     int stdin_lost_count;
     sb_peer **ending; /* socket clients in SB_CLIENT_ENDING (SB-I-41) */

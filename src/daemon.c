@@ -110,14 +110,20 @@ static void tend_stderr(sb_bus *d) {
 static void finish_round(sb_bus *d) {
     /* Peers resumed after backpressure may hold complete lines that no new
      * read will announce. */
-    for (int i = 0; i < d->ready_count; i++) {
+    for (int i = 0;; i++) {
+        if (d->reoffer_held) { /* the one place held clients are released */
+            d->reoffer_held = false;
+            sb_relay_release_held(d);
+        }
+        if (i >= d->ready_count)
+            break;
         sb_peer *p = d->ready[i];
         p->queued = false;
         if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED)
             continue;
         sb_relay_verdict v = sb_relay_process(d, p);
         if (v.event != SB_RELAY_OK) /* only a worker's lines call for more */
-            sb_supervise_verdict(d, (sb_worker *)p, v);
+            sb_supervise_verdict(d, &d->workers[p->index], v);
     }
     d->ready_count = 0;
     sb_relay_flush(d);

@@ -306,7 +306,7 @@ static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, s
         }
         sb_warn(w->name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
         if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
-            sb_relay_release_held(d); /* an orphan's id is free again */
+            d->reoffer_held = true; /* an orphan's id is free again */
         break;
     case SB_ROUTE_TO_CLIENT: {
         sb_peer *c = &d->clients[r.target];
@@ -320,7 +320,7 @@ static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, s
         }
         sb_relay_send(d, c, line, len, w); /* SB-4.2.3-3: pass-through */
         if (d->held_count && (r.fields.result.type || r.fields.error.type))
-            sb_relay_release_held(d); /* a pending id is free again */
+            d->reoffer_held = true; /* a pending id is free again */
         break;
     }
     case SB_ROUTE_TO_WORKER:

@@ -31,6 +31,9 @@ typedef struct {
 /* Puts p on the ready list: its buffered lines are routed at the end of
  * the round. */
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p);
+/* Every held client leaves SB_CLIENT_HELD and is put on the ready list to
+ * offer its line again (SB-I-45); called at the end of the round when
+ * d->reoffer_held says an id was freed or the running workers changed. */
 void sb_relay_release_held(sb_bus *d);
 void sb_relay_release_waiters(sb_bus *d, sb_peer *out);
 void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full);

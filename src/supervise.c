@@ -144,7 +144,7 @@ int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
     }
     sb_router_set_running(&d->router, w->id, true);
     if (d->held_count)
-        sb_relay_release_held(d); /* SB-I-45: one more worker to go to */
+        d->reoffer_held = true; /* SB-I-45: one more worker to go to */
     return STDIO_BUS_OK;
 }
 
@@ -185,7 +185,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     sb_router_set_running(&d->router, w->id, false);
     invalidate_sessions(d, w);
     if (d->held_count)
-        sb_relay_release_held(d); /* SB-I-45: fewer workers to wait for */
+        d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
     enter(w, SB_WORKER_STOPPING);
     schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
              sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
@@ -331,7 +331,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     if (discarded)
         sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
     if (d->held_count)
-        sb_relay_release_held(d); /* SB-I-45: its ids are free */
+        d->reoffer_held = true; /* SB-I-45: its ids are free */
     w->pid = -1;
     schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms, 0);
     schedule(d, w, SB_TIMER_LOST, &w->lost_ms, 0);
