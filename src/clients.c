@@ -190,6 +190,31 @@ void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
     }
 }
 
+/* Acts on what the relay reported for the client's input. */
+void sb_clients_verdict(sb_bus *d, sb_peer *c, sb_relay_verdict v) {
+    switch (v.event) {
+    case SB_RELAY_OK:
+        break;
+    case SB_RELAY_ENDED:
+        sb_clients_input_eof(d, c);
+        break;
+    case SB_RELAY_READ_FAILED:
+        sb_info(c->name, "read failed (%s): client gone", strerror(v.err));
+        sb_client_doom(d, c);
+        break;
+    case SB_RELAY_OVERFLOW: /* SB-7.3.2-1, SB-7.3.2-2 */
+        sb_error(c->name, "line longer than max_input_buffer (%zu bytes): closing the client",
+                 d->limits->max_input_buffer);
+        sb_client_doom(d, c);
+        break;
+    case SB_RELAY_NOMEM:
+        sb_client_doom(d, c);
+        break;
+    case SB_RELAY_MALFORMED: /* not reported for clients: the relay closes them (4.3) */
+        break;
+    }
+}
+
 static void on_client_event(void *data, int fd, short revents) {
     sb_peer *c = data;
     sb_bus *d = sb_bus_self;
@@ -216,8 +241,7 @@ static void on_client_event(void *data, int fd, short revents) {
     if (sb_watch_park_if_paused(d, c, fd, revents))
         return;
     if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR))) {
-        if (sb_relay_read(d, c).event == SB_RELAY_ENDED)
-            sb_clients_input_eof(d, c);
+        sb_clients_verdict(d, c, sb_relay_read(d, c));
     } else if (fd == c->out_fd && fd != c->in_fd && (revents & (POLLERR | POLLHUP))) {
         sb_info(c->name, "stdout closed by the reader");
         sb_client_doom(d, c);

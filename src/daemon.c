@@ -122,8 +122,12 @@ static void finish_round(sb_bus *d) {
         if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED)
             continue;
         sb_relay_verdict v = sb_relay_process(d, p);
-        if (v.event != SB_RELAY_OK) /* only a worker's lines call for more */
+        if (v.event == SB_RELAY_OK)
+            continue;
+        if (p->kind == SB_PEER_WORKER)
             sb_supervise_verdict(d, &d->workers[p->index], v);
+        else
+            sb_clients_verdict(d, p, v);
     }
     d->ready_count = 0;
     sb_relay_flush(d);

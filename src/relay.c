@@ -330,15 +330,8 @@ static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, s
     return SB_WHY_NONE;
 }
 
-static void client_overflow(sb_bus *d, sb_peer *c) {
-    /* SB-7.3.2-1, SB-7.3.2-2 */
-    sb_error(c->name, "line longer than max_input_buffer (%zu bytes): closing the client",
-             d->limits->max_input_buffer);
-    sb_client_doom(d, c);
-}
-
 static sb_relay_verdict verdict(sb_relay_event event, sb_route_why why) {
-    sb_relay_verdict v = {event, why};
+    sb_relay_verdict v = {event, why, 0};
     return v;
 }
 
@@ -356,12 +349,8 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
         n = sb_frame_next(&p->in, &line);
         if (n == STDIO_BUS_EAGAIN)
             break;
-        if (n == STDIO_BUS_EFULL) {
-            if (p->kind == SB_PEER_WORKER)
-                return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
-            client_overflow(d, p);
-            break;
-        }
+        if (n == STDIO_BUS_EFULL)
+            return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
         if (p->kind == SB_PEER_CLIENT) {
             if (!route_from_client(d, p, line, (size_t)n)) {
                 sb_frame_unread(&p->in, (size_t)n);
@@ -384,17 +373,10 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     errno = 0;
     char *space = sb_frame_space(&p->in, &avail);
     if (!space) {
-        if (errno == ENOMEM) {
-            sb_error(p->name, "out of memory for its input buffer");
-            if (p->kind == SB_PEER_WORKER)
-                return verdict(SB_RELAY_NOMEM, SB_WHY_NONE);
-            sb_client_doom(d, p);
-        } else {
-            if (p->kind == SB_PEER_WORKER)
-                return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
-            client_overflow(d, p);
-        }
-        return verdict(SB_RELAY_OK, SB_WHY_NONE);
+        if (errno != ENOMEM)
+            return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
+        sb_error(p->name, "out of memory for its input buffer");
+        return verdict(SB_RELAY_NOMEM, SB_WHY_NONE);
     }
     ssize_t got;
     do
@@ -403,11 +385,9 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     if (got < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return verdict(SB_RELAY_OK, SB_WHY_NONE);
-        if (p->kind == SB_PEER_WORKER)
-            return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
-        sb_info(p->name, "read failed (%s): client gone", strerror(errno));
-        sb_client_doom(d, p);
-        return verdict(SB_RELAY_OK, SB_WHY_NONE);
+        sb_relay_verdict v = verdict(SB_RELAY_READ_FAILED, SB_WHY_NONE);
+        v.err = errno;
+        return v;
     }
     if (got == 0)
         return verdict(SB_RELAY_ENDED, SB_WHY_NONE);

@@ -11,21 +11,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* What the relay leaves to the peer's owner (worker supervision or the
- * client connections), instead of calling up into it. A client's malformed
- * or overlong line, a failed read from a client, and a failed write to any
- * peer are handled here. */
+/* What the relay leaves to the peer's owner (worker supervision,
+ * sb_supervise_verdict, or the client connections, sb_clients_verdict),
+ * instead of calling up into it: one convention for both kinds. A client's
+ * malformed line (4.3) and a failed write to any peer are handled here. */
 typedef enum {
     SB_RELAY_OK = 0,
-    SB_RELAY_ENDED,     /* its input ended: EOF, or a worker's stdout failed */
-    SB_RELAY_MALFORMED, /* a worker's line is not a JSON-RPC message (5.3): see why */
-    SB_RELAY_OVERFLOW,  /* a worker's line is longer than max_input_buffer (7.3.2) */
-    SB_RELAY_NOMEM      /* no memory for a worker's input buffer */
+    SB_RELAY_ENDED,       /* its input ended (EOF) */
+    SB_RELAY_READ_FAILED, /* reading its input failed: see err */
+    SB_RELAY_MALFORMED,   /* a worker's line is not a JSON-RPC message (5.3): see why */
+    SB_RELAY_OVERFLOW,    /* a line longer than max_input_buffer (7.3.2) */
+    SB_RELAY_NOMEM        /* no memory for its input buffer (logged) */
 } sb_relay_event;
 
 typedef struct {
     sb_relay_event event;
     sb_route_why why; /* SB_RELAY_MALFORMED: the router's reason */
+    int err;          /* SB_RELAY_READ_FAILED: errno */
 } sb_relay_verdict;
 
 /* Puts p on the ready list: its buffered lines are routed at the end of

@@ -241,6 +241,7 @@ void sb_supervise_verdict(sb_bus *d, sb_worker *w, sb_relay_verdict v) {
     case SB_RELAY_OK:
         break;
     case SB_RELAY_ENDED:
+    case SB_RELAY_READ_FAILED: /* its stdout failed: as at EOF */
         sb_supervise_stdout_eof(d, w);
         break;
     case SB_RELAY_MALFORMED: /* SB-5.3 */
@@ -284,7 +285,7 @@ static void drain_at_exit(sb_bus *d, sb_worker *w) {
         char *space = sb_frame_space(&p->in, &avail);
         if (!space) {
             if (errno != ENOMEM)
-                sb_supervise_verdict(d, w, (sb_relay_verdict){SB_RELAY_OVERFLOW, SB_WHY_NONE});
+                sb_supervise_verdict(d, w, (sb_relay_verdict){SB_RELAY_OVERFLOW, SB_WHY_NONE, 0});
             return;
         }
         ssize_t got;

@@ -317,3 +317,23 @@ Test(clients, malformed_line_dooms_the_client) {
     cr_assert_not(reads(c));
     close(far);
 }
+
+/* SB-7.3.2-1: a line longer than max_input_buffer is reported to the
+ * client's owner, which closes the client. */
+Test(clients, overlong_line_is_reported_and_closes_the_client) {
+    cfg.limits.max_input_buffer = 64;
+    int far;
+    sb_peer *c = connect_client(&far);
+    char line[200];
+    memset(line, 'x', sizeof line - 1);
+    line[sizeof line - 1] = '\0';
+    say(far, line);
+    sb_relay_verdict v = {SB_RELAY_OK, SB_WHY_NONE, 0};
+    for (int i = 0; i < 8 && v.event == SB_RELAY_OK; i++)
+        v = sb_relay_read(&d, c);
+    cr_assert_eq(v.event, SB_RELAY_OVERFLOW);
+    cr_assert_eq(c->state, SB_CLIENT_OPEN, "the relay leaves it to the owner");
+    sb_clients_verdict(&d, c, v);
+    cr_assert_eq(c->state, SB_CLIENT_DOOMED);
+    close(far);
+}
