@@ -423,6 +423,20 @@ void sb_supervise_reap(sb_bus *d) {
     }
 }
 
+/* SB-X-16: the worker's own client left: it is stopped as at shutdown:
+ * stdin closed, SIGTERM, SIGKILL after drain_timeout_sec. */
+void sb_supervise_stop_own_worker(sb_bus *d, sb_worker *w) {
+    if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
+        return; /* already on its way out */
+    sb_info(w->peer.name, "its client left: stopping it");
+    enter(w, SB_WORKER_STOPPING);
+    sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
+    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
+             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
+    sb_worker_signal(w, SIGTERM);
+    sb_watch_update(d, &w->peer);
+}
+
 /* ---- connection affinity (SB-X-10..SB-X-16) ------------------------ */
 
 /* SB-X-15: a connection to a per_connection pool gets a worker of its own,
@@ -458,16 +472,7 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c) {
     int id = sb_affinity_unbind(&d->router.affinity, c->index);
     if (id < 0 || d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
         return;
-    sb_worker *w = &d->workers[id];
-    if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
-        return; /* already on its way out */
-    sb_info(w->peer.name, "its client left: stopping it");
-    enter(w, SB_WORKER_STOPPING);
-    sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
-    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
-             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
-    sb_worker_signal(w, SIGTERM);
-    sb_watch_update(d, &w->peer);
+    sb_supervise_stop_own_worker(d, &d->workers[id]);
 }
 
 /* SB-X-14: a worker's exit ends the connections bound to it, whose server

@@ -28,6 +28,7 @@ void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at);
 void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now);
 bool sb_supervise_attach(sb_bus *d, sb_peer *c);
 void sb_supervise_detach(sb_bus *d, sb_peer *c);
+void sb_supervise_stop_own_worker(sb_bus *d, sb_worker *w);
 /* SB-I-53: while the requests of departed clients are over their budget,
  * fails (5.3) the running worker that holds the most of them. */
 void sb_supervise_shed_orphans(sb_bus *d);
