@@ -16,19 +16,12 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     d->spare_fd = -1;
     d->signal_fd = -1;
     d->worker_count = cfg->worker_count;
-    int peers = STDIO_BUS_MAX_CONNECTIONS + cfg->worker_count;
     d->workers = calloc((size_t)cfg->worker_count, sizeof *d->workers);
     d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
     d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
-    d->ready = malloc((size_t)peers * sizeof *d->ready);
-    d->doomed = malloc((size_t)peers * sizeof *d->doomed);
-    d->dirty = malloc((size_t)peers * sizeof *d->dirty);
-    d->held = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->held);
-    d->ending = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->ending);
-    d->stdin_lost =
-        malloc((size_t)(cfg->worker_count ? cfg->worker_count : 1) * sizeof *d->stdin_lost);
-    if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
-        !d->held || !d->ending || !d->stdin_lost || sb_loop_init(&d->loop) < 0 ||
+    if (!d->workers || !d->clients || !d->free_clients ||
+        sb_round_init(&d->round, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
+        sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
         sb_router_set_affinity(&d->router, cfg->affinity) < 0 ||
         sb_timers_init(&d->timers,
@@ -61,10 +54,5 @@ void sb_bus_fini(sb_bus *d) {
     free(d->workers);
     free(d->clients);
     free(d->free_clients);
-    free(d->ready);
-    free(d->doomed);
-    free(d->dirty);
-    free(d->held);
-    free(d->ending);
-    free(d->stdin_lost);
+    sb_round_fini(&d->round);
 }

@@ -9,6 +9,7 @@
 #include "loop.h"
 #include "net.h"
 #include "peer.h"
+#include "round.h"
 #include "router.h"
 #include "timers.h"
 #include "worker.h"
@@ -40,20 +41,9 @@ typedef struct sb_bus {
     int free_count;
     int client_count;
 
-    sb_peer **ready; /* peers with buffered lines to process */
-    int ready_count;
-    sb_peer **doomed; /* clients in SB_CLIENT_DOOMED */
-    int doomed_count;
-    sb_peer **dirty; /* peers with queued bytes to write at the end of the round */
-    int dirty_count;
-    sb_peer **held; /* clients in SB_CLIENT_HELD (SB-I-45) */
-    int held_count;
-    bool reoffer_held;    /* an id was freed or the running workers changed: the held clients
+    sb_round round;      /* the per-round lists (round.h) */
+    bool reoffer_held;   /* an id was freed or the running workers changed: the held clients
                           offer their line again, at the end of the round (SB-I-45) */
-    sb_peer **stdin_lost; /* workers whose stdin broke this round (sb_relay_stdin_lost) */
-    int stdin_lost_count;
-    sb_peer **ending; /* socket clients in SB_CLIENT_ENDING (SB-I-41) */
-    int ending_count;
     size_t client_bytes; /* SB-X-17: storage of every client's buffers, with a budget set */
     bool over_budget;    /* ... and it went over the budget this round */
     bool pending_full;   /* the pending table is full, and it was said */

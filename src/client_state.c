@@ -13,14 +13,6 @@ const char *sb_client_state_name(sb_client_state s) {
     return names[s];
 }
 
-static void list_remove(sb_peer **list, int *count, const sb_peer *c) {
-    for (int i = 0; i < *count; i++)
-        if (list[i] == c) {
-            list[i] = list[--*count];
-            return;
-        }
-}
-
 static int64_t seconds_from_now(int sec) {
     return sb_now_ms() + (int64_t)sec * 1000;
 }
@@ -58,13 +50,13 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
     int64_t ending_by = 0;
     switch (from) { /* what the state left had */
     case SB_CLIENT_HELD:
-        list_remove(d->held, &d->held_count, c);
+        sb_list_remove(&d->round.held, c);
         sb_bus_disarm(d, c, SB_TIMER_HELD);
         break;
     case SB_CLIENT_ENDING:
         if (d->mode != SB_MODE_STDIO) {
             ending_by = sb_timers_deadline(&d->timers, sb_bus_timer(d, c, SB_TIMER_ENDING));
-            list_remove(d->ending, &d->ending_count, c);
+            sb_list_remove(&d->round.ending, c);
             sb_bus_disarm(d, c, SB_TIMER_ENDING);
         }
         break;
@@ -83,12 +75,12 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
             return; /* sb_clients_open watches its fds */
         break;
     case SB_CLIENT_HELD:
-        d->held[d->held_count++] = c;
+        sb_list_push(&d->round.held, c);
         sb_bus_arm(d, c, SB_TIMER_HELD, seconds_from_now(d->limits->backpressure_timeout_sec));
         break;
     case SB_CLIENT_ENDING: /* stdio: the daemon lingers instead (SB-I-5) */
         if (d->mode != SB_MODE_STDIO) {
-            d->ending[d->ending_count++] = c;
+            sb_list_push(&d->round.ending, c);
             sb_bus_arm(d, c, SB_TIMER_ENDING, seconds_from_now(d->limits->drain_timeout_sec));
         }
         break;
@@ -98,7 +90,7 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
         break;
     }
     case SB_CLIENT_DOOMED:
-        d->doomed[d->doomed_count++] = c;
+        sb_list_push(&d->round.doomed, c);
         break;
     }
     sb_watch_update(d, c);

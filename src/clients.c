@@ -99,9 +99,9 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
 void sb_clients_enforce_budget(sb_bus *d) {
     d->over_budget = false;
     size_t budget = d->limits->max_client_memory, held = d->client_bytes;
-    for (int i = 0; i < d->doomed_count; i++)
-        if (d->doomed[i]->kind == SB_PEER_CLIENT)
-            held -= d->doomed[i]->counted;
+    for (int i = 0; i < d->round.doomed.count; i++)
+        if (d->round.doomed.at[i]->kind == SB_PEER_CLIENT)
+            held -= d->round.doomed.at[i]->counted;
     while (held > budget) {
         sb_peer *victim = NULL;
         for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
@@ -155,8 +155,8 @@ static void client_input_ended(sb_bus *d, sb_peer *c) {
  * those still owed answers at drain_timeout_sec are closed by their
  * SB_TIMER_ENDING. */
 void sb_clients_close_ended(sb_bus *d) {
-    for (int i = 0; i < d->ending_count; i++) {
-        sb_peer *c = d->ending[i];
+    for (int i = 0; i < d->round.ending.count; i++) {
+        sb_peer *c = d->round.ending.at[i];
         if (client_settled(d, c)) {
             sb_info(c->name, "answers delivered: closing the connection");
             sb_client_doom(d, c); /* leaves d->ending: look at slot i again */

@@ -115,9 +115,9 @@ static void finish_round(sb_bus *d) {
             d->reoffer_held = false;
             sb_relay_release_held(d);
         }
-        if (i >= d->ready_count)
+        if (i >= d->round.ready.count)
             break;
-        sb_peer *p = d->ready[i];
+        sb_peer *p = d->round.ready.at[i];
         p->queued = false;
         if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED)
             continue;
@@ -129,18 +129,18 @@ static void finish_round(sb_bus *d) {
         else
             sb_clients_verdict(d, p, v);
     }
-    d->ready_count = 0;
+    d->round.ready.count = 0;
     sb_relay_flush(d);
     if (d->over_budget)
         sb_clients_enforce_budget(d); /* SB-X-17 */
-    if (d->stdin_lost_count)
+    if (d->round.stdin_lost.count)
         sb_supervise_stdin_lost(d);
-    for (int i = 0; i < d->doomed_count; i++) {
-        sb_peer *p = d->doomed[i];
+    for (int i = 0; i < d->round.doomed.count; i++) {
+        sb_peer *p = d->round.doomed.at[i];
         if (p->kind == SB_PEER_CLIENT)
             sb_clients_close(d, p);
     }
-    d->doomed_count = 0;
+    d->round.doomed.count = 0;
 }
 
 /* Buffers of a client that has not sent anything for a sweep period go
@@ -204,7 +204,7 @@ static void check_pending_full(sb_bus *d) {
 /* Every timer due at `now`, earliest first. Timers re-armed at or before
  * `now` while firing wait for the next turn (which polls without waiting). */
 static void check_timers(sb_bus *d, int64_t now) {
-    if (d->ending_count) /* answers routed last turn may have settled them */
+    if (d->round.ending.count) /* answers routed last turn may have settled them */
         sb_clients_close_ended(d);
     int id;
     for (int n = d->timers.count; n > 0 && (id = sb_timers_take(&d->timers, now)) >= 0; n--) {

@@ -14,7 +14,7 @@
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
     if (!p->queued && p->state != SB_CLIENT_DOOMED) {
         p->queued = true;
-        d->ready[d->ready_count++] = p;
+        sb_list_push(&d->round.ready, p);
     }
 }
 
@@ -27,10 +27,10 @@ void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
  * whose id is still in use are held again. One whose input ended while it
  * was held (a hang-up) ends once its line is offered. */
 void sb_relay_release_held(sb_bus *d) {
-    int n = d->held_count;
-    d->held_count = 0; /* all leave it, in the order they were held */
+    int n = d->round.held.count;
+    d->round.held.count = 0; /* all leave it, in the order they were held */
     for (int i = 0; i < n; i++) {
-        sb_peer *c = d->held[i];
+        sb_peer *c = d->round.held.at[i];
         sb_client_enter(d, c, c->in_eof ? SB_CLIENT_ENDING : SB_CLIENT_OPEN);
         sb_relay_mark_ready(d, c);
     }
@@ -94,7 +94,7 @@ void sb_relay_stdin_lost(sb_bus *d, sb_peer *p) {
         return;
     sb_relay_close_stdin(d, p);
     sb_router_set_running(&d->router, p->index, false);
-    d->stdin_lost[d->stdin_lost_count++] = p; /* supervision decides at the end of the round */
+    sb_list_push(&d->round.stdin_lost, p); /* supervision decides at the end of the round */
     sb_debug(p->name, "its stdin pipe closed");
 }
 
@@ -142,7 +142,7 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
         }
         if (!p->dirty) {
             p->dirty = true;
-            d->dirty[d->dirty_count++] = p;
+            sb_list_push(&d->round.dirty, p);
         }
     }
     if (d->limits->max_client_memory && p->kind == SB_PEER_CLIENT)
@@ -173,14 +173,14 @@ bool sb_relay_write(sb_bus *d, sb_peer *p) {
 
 /* Writes what each output gathered this round. */
 void sb_relay_flush(sb_bus *d) {
-    for (int i = 0; i < d->dirty_count; i++) {
-        sb_peer *p = d->dirty[i];
+    for (int i = 0; i < d->round.dirty.count; i++) {
+        sb_peer *p = d->round.dirty.at[i];
         p->dirty = false;
         if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED || p->out_fd < 0)
             continue;
         sb_relay_write(d, p);
     }
-    d->dirty_count = 0;
+    d->round.dirty.count = 0;
 }
 
 /* The error reply of SB-X-8 to the sender of a request, client or worker. */
@@ -305,7 +305,7 @@ static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, s
             break;
         }
         sb_warn(w->name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
-        if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
+        if (r.why == SB_WHY_CLIENT_GONE && d->round.held.count)
             d->reoffer_held = true; /* an orphan's id is free again */
         break;
     case SB_ROUTE_TO_CLIENT: {
@@ -319,7 +319,7 @@ static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, s
             sb_info(c->name, "owes answers to fewer worker requests than its share again");
         }
         sb_relay_send(d, c, line, len, w); /* SB-4.2.3-3: pass-through */
-        if (d->held_count && (r.fields.result.type || r.fields.error.type))
+        if (d->round.held.count && (r.fields.result.type || r.fields.error.type))
             d->reoffer_held = true; /* a pending id is free again */
         break;
     }

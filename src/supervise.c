@@ -141,7 +141,7 @@ int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
         return STDIO_BUS_ERR;
     }
     sb_router_set_running(&d->router, w->id, true);
-    if (d->held_count)
+    if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: one more worker to go to */
     return STDIO_BUS_OK;
 }
@@ -182,7 +182,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     w->muted = output == SB_MUTE_OUTPUT;
     sb_router_set_running(&d->router, w->id, false);
     invalidate_sessions(d, w);
-    if (d->held_count)
+    if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
     enter(w, SB_WORKER_STOPPING);
     schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
@@ -200,8 +200,8 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
 #define SB_STDIN_LOST_GRACE_MS 1000
 
 void sb_supervise_stdin_lost(sb_bus *d) {
-    for (int i = 0; i < d->stdin_lost_count; i++) {
-        sb_worker *w = (sb_worker *)d->stdin_lost[i];
+    for (int i = 0; i < d->round.stdin_lost.count; i++) {
+        sb_worker *w = (sb_worker *)d->round.stdin_lost.at[i];
         /* out_fd >= 0: the slot has a new process since (SB-X-15) */
         if (w->peer.out_fd < 0 && w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
             !w->lost_ms) {
@@ -209,7 +209,7 @@ void sb_supervise_stdin_lost(sb_bus *d) {
             w->lost_stdout = false;
         }
     }
-    d->stdin_lost_count = 0;
+    d->round.stdin_lost.count = 0;
 }
 
 /* A worker's stdout at EOF: how long its exit may take to be seen before
@@ -329,7 +329,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     int discarded = sb_router_drop_worker(&d->router, w->id, discard_orphan, &oc);
     if (discarded)
         sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
-    if (d->held_count)
+    if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: its ids are free */
     w->pid = -1;
     schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms, 0);

@@ -85,22 +85,22 @@ static void say(int fd, const char *line) {
 }
 
 static bool held(const sb_peer *c) {
-    for (int i = 0; i < d.held_count; i++)
-        if (d.held[i] == c)
+    for (int i = 0; i < d.round.held.count; i++)
+        if (d.round.held.at[i] == c)
             return true;
     return false;
 }
 
 static bool ending(const sb_peer *c) {
-    for (int i = 0; i < d.ending_count; i++)
-        if (d.ending[i] == c)
+    for (int i = 0; i < d.round.ending.count; i++)
+        if (d.round.ending.at[i] == c)
             return true;
     return false;
 }
 
 static bool doomed(const sb_peer *c) {
-    for (int i = 0; i < d.doomed_count; i++)
-        if (d.doomed[i] == c)
+    for (int i = 0; i < d.round.doomed.count; i++)
+        if (d.round.doomed.at[i] == c)
             return true;
     return false;
 }
