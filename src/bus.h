@@ -15,6 +15,7 @@
 #include "worker.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -74,9 +75,11 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt);
  * daemon's to close first. */
 void sb_bus_fini(sb_bus *d);
 
-/* Handlers registered per peer reach the daemon here instead of through a
- * back-pointer in every peer (set by sb_daemon_run). */
-extern sb_bus *sb_bus_self;
+/* Handlers registered per peer find the daemon from the loop it embeds,
+ * instead of through a back-pointer in every peer or a global. */
+static inline sb_bus *sb_bus_of_loop(sb_loop *l) {
+    return (sb_bus *)((char *)l - offsetof(sb_bus, loop));
+}
 
 /* How a failed worker's own output is treated from the failure on. */
 typedef enum {

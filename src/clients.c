@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static void on_client_event(void *data, int fd, short revents);
+static void on_client_event(sb_loop *l, void *data, int fd, short revents);
 
 /* ---- clients -------------------------------------------------------- */
 
@@ -215,9 +215,9 @@ void sb_clients_verdict(sb_bus *d, sb_peer *c, sb_relay_verdict v) {
     }
 }
 
-static void on_client_event(void *data, int fd, short revents) {
+static void on_client_event(sb_loop *l, void *data, int fd, short revents) {
     sb_peer *c = data;
-    sb_bus *d = sb_bus_self;
+    sb_bus *d = sb_bus_of_loop(l);
     if (c->state == SB_CLIENT_DOOMED)
         return;
     if ((revents & POLLOUT) && fd == c->out_fd) {
@@ -292,8 +292,9 @@ static void accept_recovered(sb_bus *d) {
             d->accept_refused);
 }
 
-static void on_listen_event(void *data, int fd, short revents) {
+static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
     sb_bus *d = data;
+    (void)l;
     (void)revents;
     for (;;) {
         int cfd = sb_net_accept(fd);

@@ -22,8 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-sb_bus *sb_bus_self;
-
 /* ---- shutdown (spec 10) --------------------------------------------- */
 
 static void remove_socket_file(sb_bus *d) {
@@ -66,8 +64,9 @@ static bool clients_flushed(const sb_bus *d) {
 
 /* ---- the loop ------------------------------------------------------- */
 
-static void on_signal_event(void *data, int fd, short revents) {
+static void on_signal_event(sb_loop *l, void *data, int fd, short revents) {
     sb_bus *d = data;
+    (void)l;
     (void)fd;
     (void)revents;
     int sig;
@@ -89,8 +88,9 @@ static void on_signal_event(void *data, int fd, short revents) {
 
 /* Log lines that stderr could not take were dropped (log.c): the count is
  * written as soon as stderr takes lines again, even if no new line comes. */
-static void on_stderr_event(void *data, int fd, short revents) {
+static void on_stderr_event(sb_loop *l, void *data, int fd, short revents) {
     sb_bus *d = data;
+    (void)l;
     int rc = revents & (POLLERR | POLLHUP | POLLNVAL) ? STDIO_BUS_ERR : sb_log_flush();
     if (rc == 0)
         return; /* still full: wait again */
@@ -283,7 +283,6 @@ static void daemon_fini(sb_bus *d) {
 
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_bus d;
-    sb_bus_self = &d;
     sb_memory_tune();
     sb_fdlimit_raise(cfg->worker_count);
     int rc = sb_bus_init(&d, cfg, opt);

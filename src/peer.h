@@ -6,6 +6,7 @@
 #define SB_PEER_H
 
 #include "frame.h"
+#include "loop.h"
 #include "outq.h"
 
 #include <stdbool.h>
@@ -49,7 +50,7 @@ typedef struct sb_peer {
     size_t counted;        /* client: the bytes of its buffers in d->client_bytes (SB-X-17) */
     char name[64];         /* log context */
     /* its owner's loop handler (client connections / worker supervision) */
-    void (*on_event)(void *data, int fd, short revents);
+    sb_loop_fn on_event;
 } sb_peer;
 
 #endif

@@ -11,11 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void on_worker_event(void *data, int fd, short revents);
+static void on_worker_event(sb_loop *l, void *data, int fd, short revents);
 
 /* ---- workers -------------------------------------------------------- */
 
-static void on_worker_stderr(void *data, int fd, short revents);
+static void on_worker_stderr(sb_loop *l, void *data, int fd, short revents);
 
 /* Appendix B, the one place a worker's state changes:
  *   STOPPED -> STARTING        spawn (fork/exec in progress)
@@ -353,9 +353,9 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     sb_warn(w->peer.name, "restarting in %ld ms", delay);
 }
 
-static void on_worker_event(void *data, int fd, short revents) {
+static void on_worker_event(sb_loop *l, void *data, int fd, short revents) {
     sb_worker *w = data;
-    sb_bus *d = sb_bus_self;
+    sb_bus *d = sb_bus_of_loop(l);
     sb_peer *p = &w->peer;
     if (fd == p->out_fd) {
         if (revents & (POLLERR | POLLHUP)) {
@@ -370,9 +370,9 @@ static void on_worker_event(void *data, int fd, short revents) {
         sb_supervise_verdict(d, w, sb_relay_read(d, p));
 }
 
-static void on_worker_stderr(void *data, int fd, short revents) {
+static void on_worker_stderr(sb_loop *l, void *data, int fd, short revents) {
     sb_worker *w = data;
-    sb_bus *d = sb_bus_self;
+    sb_bus *d = sb_bus_of_loop(l);
     (void)revents;
     if (sb_worker_relay_stderr(w, false) == STDIO_BUS_EOF) {
         sb_loop_del(&d->loop, fd);

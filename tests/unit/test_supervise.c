@@ -40,7 +40,6 @@ static sb_worker *w;
 static void setup(void) {
     sb_log_set_level(SB_LOG_ERROR);
     cr_assert_eq(sb_bus_init(&d, &cfg, &opt), STDIO_BUS_OK);
-    sb_bus_self = &d;
     w = &d.workers[0];
 }
 
