@@ -108,9 +108,10 @@ enum {
 /* Per peer: FULL for both kinds, the other three by kind. */
 enum {
     SB_TIMER_FULL = 0, /* full_since_ms + backpressure_timeout_sec (SB-7.3.1-4) */
-    SB_TIMER_RESTART,  /* worker: restart_at_ms (7.1.3) */
-    SB_TIMER_KILL,     /* worker: kill_at_ms */
-    SB_TIMER_LOST,     /* worker: lost_ms (SB-I-39, SB-I-46) */
+    SB_TIMER_RESTART,  /* worker: its restart (7.1.3) */
+    SB_TIMER_KILL,     /* worker: STOPPING, SIGKILL then */
+    SB_TIMER_LOST,     /* worker: its stdin broke or its stdout ended: failed if still alive
+                          then (SB-I-39, SB-I-46) */
     SB_TIMERS_PER_PEER
 };
 enum {

@@ -44,9 +44,10 @@ static void enter(sb_worker *w, sb_worker_state to) {
     set_routable(w);
 }
 
-/* Sets one of the worker's deadlines and its timer; 0 = none. */
-static void schedule(sb_bus *d, sb_worker *w, int which, int64_t *field, int64_t at) {
-    *field = at;
+/* Sets one of the worker's deadlines (its timer, where it is stored);
+ * 0 = none. A timer that fires is due: it is disarmed when what it waits
+ * for is over. */
+static void schedule(sb_bus *d, sb_worker *w, int which, int64_t at) {
     if (at)
         sb_bus_arm(d, &w->peer, which, at);
     else
@@ -54,30 +55,27 @@ static void schedule(sb_bus *d, sb_worker *w, int which, int64_t *field, int64_t
 }
 
 void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at) {
-    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, at);
+    schedule(d, w, SB_TIMER_RESTART, at);
 }
 
 void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
     switch (which) {
     case SB_TIMER_RESTART:
-        if (!w->restart_at_ms || d->phase >= SB_PHASE_DRAINING)
+        if (d->phase >= SB_PHASE_DRAINING)
             break;
         if (sb_supervise_spawn(d, w) < 0 && w->pid <= 0) {
             /* exec failed: count it as an exit of this slot */
             long delay = sb_restart_decide(&w->restarts, d->limits, now);
             if (delay < 0) {
                 w->given_up = true;
-                schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+                schedule(d, w, SB_TIMER_RESTART, 0);
                 sb_error(w->peer.name, "not restarting: max_restarts reached");
             } else {
-                schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, now + delay);
+                schedule(d, w, SB_TIMER_RESTART, now + delay);
             }
         }
         break;
     case SB_TIMER_LOST:
-        if (!w->lost_ms)
-            break;
-        w->lost_ms = 0;
         if (w->pid > 0 && w->state == SB_WORKER_RUNNING) { /* SB-I-39, SB-I-46 */
             if (w->lost_stdout)
                 sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
@@ -86,9 +84,6 @@ void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
         }
         break;
     case SB_TIMER_KILL:
-        if (!w->kill_at_ms)
-            break;
-        w->kill_at_ms = 0;
         if (w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
             sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
             sb_worker_signal(w, SIGKILL);
@@ -124,7 +119,7 @@ void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
 }
 
 int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
-    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+    schedule(d, w, SB_TIMER_RESTART, 0);
     enter(w, SB_WORKER_STARTING);
     if (sb_worker_start(w) < 0) {
         enter(w, SB_WORKER_STOPPED);
@@ -185,8 +180,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
     enter(w, SB_WORKER_STOPPING);
-    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
-             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
+    schedule(d, w, SB_TIMER_KILL, sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
     if (w->peer.out_fd >= 0)
         sb_relay_close_stdin(d, &w->peer); /* nothing more goes to it */
@@ -204,8 +198,8 @@ void sb_supervise_stdin_lost(sb_bus *d) {
         sb_worker *w = (sb_worker *)d->round.stdin_lost.at[i];
         /* out_fd >= 0: the slot has a new process since (SB-X-15) */
         if (w->peer.out_fd < 0 && w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
-            !w->lost_ms) {
-            schedule(d, w, SB_TIMER_LOST, &w->lost_ms, sb_now_ms() + SB_STDIN_LOST_GRACE_MS);
+            !sb_timers_armed(&d->timers, sb_bus_timer(d, &w->peer, SB_TIMER_LOST))) {
+            schedule(d, w, SB_TIMER_LOST, sb_now_ms() + SB_STDIN_LOST_GRACE_MS);
             w->lost_stdout = false;
         }
     }
@@ -228,8 +222,9 @@ void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w) {
     close(p->in_fd);
     p->in_fd = -1;
     sb_router_set_running(&d->router, w->id, false);
-    if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING && !w->lost_ms) {
-        schedule(d, w, SB_TIMER_LOST, &w->lost_ms, sb_now_ms() + SB_STDOUT_LOST_GRACE_MS);
+    if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
+        !sb_timers_armed(&d->timers, sb_bus_timer(d, p, SB_TIMER_LOST))) {
+        schedule(d, w, SB_TIMER_LOST, sb_now_ms() + SB_STDOUT_LOST_GRACE_MS);
         w->lost_stdout = true;
     }
 }
@@ -332,8 +327,8 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: its ids are free */
     w->pid = -1;
-    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms, 0);
-    schedule(d, w, SB_TIMER_LOST, &w->lost_ms, 0);
+    schedule(d, w, SB_TIMER_KILL, 0);
+    schedule(d, w, SB_TIMER_LOST, 0);
 
     if (sb_supervise_affinity_exited(d, w))
         return; /* SB-X-15: a per-connection slot waits for its next connection */
@@ -349,7 +344,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
                  d->limits->restart_window_sec, d->limits->max_restarts);
         return;
     }
-    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, sb_now_ms() + delay);
+    schedule(d, w, SB_TIMER_RESTART, sb_now_ms() + delay);
     sb_warn(w->peer.name, "restarting in %ld ms", delay);
 }
 
@@ -429,8 +424,7 @@ void sb_supervise_stop_own_worker(sb_bus *d, sb_worker *w) {
     sb_info(w->peer.name, "its client left: stopping it");
     enter(w, SB_WORKER_STOPPING);
     sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
-    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
-             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
+    schedule(d, w, SB_TIMER_KILL, sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
     sb_watch_update(d, &w->peer);
 }
@@ -479,7 +473,7 @@ void sb_supervise_kill_remaining(sb_bus *d) {
 void sb_supervise_stop_all(sb_bus *d) {
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
-        schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+        schedule(d, w, SB_TIMER_RESTART, 0);
         if (w->pid <= 0)
             continue;
         if (w->state == SB_WORKER_RUNNING)
