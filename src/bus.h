@@ -50,10 +50,9 @@ typedef struct sb_bus {
     bool pending_full;   /* the pending table is full, and it was said */
 
     int listen_fd;
-    int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
-    int64_t accept_resume_ms; /* listener resting after accept() failed; 0 = not */
-    bool accept_failing;      /* an episode of failed accept()s is going on */
-    long accept_refused;      /* connections closed unserved in that episode */
+    int spare_fd;        /* /dev/null, given up to accept-and-close when out of fds */
+    bool accept_failing; /* an episode of failed accept()s is going on */
+    long accept_refused; /* connections closed unserved in that episode */
     const char *unix_path;
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
     int signal_fd;
@@ -102,7 +101,7 @@ static inline int64_t sb_now_ms(void) {
 enum {
     SB_TIMER_PHASE = 0, /* phase_deadline_ms (SB-I-5, SB-10.2-4) */
     SB_TIMER_SWEEP,     /* next_sweep_ms */
-    SB_TIMER_ACCEPT,    /* accept_resume_ms */
+    SB_TIMER_ACCEPT,    /* the listener rests after accept() failed */
     SB_TIMER_PEERS
 };
 /* Per peer: FULL for both kinds, the other three by kind. */

@@ -282,8 +282,7 @@ static void accept_failed(sb_bus *d, int fd, int err) {
         d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     }
     sb_loop_set(&d->loop, fd, 0);
-    d->accept_resume_ms = sb_now_ms() + SB_ACCEPT_BACKOFF_MS;
-    sb_timers_arm(&d->timers, SB_TIMER_ACCEPT, d->accept_resume_ms);
+    sb_timers_arm(&d->timers, SB_TIMER_ACCEPT, sb_now_ms() + SB_ACCEPT_BACKOFF_MS);
 }
 
 static void accept_recovered(sb_bus *d) {
@@ -359,7 +358,6 @@ void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
 }
 
 void sb_clients_resume_accept(sb_bus *d) {
-    d->accept_resume_ms = 0;
     if (d->listen_fd >= 0)
         sb_loop_set(&d->loop, d->listen_fd, POLLIN);
 }

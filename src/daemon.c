@@ -40,7 +40,6 @@ static void begin_shutdown(sb_bus *d, const char *why) {
         sb_loop_del(&d->loop, d->listen_fd);
         close(d->listen_fd);
         d->listen_fd = -1;
-        d->accept_resume_ms = 0;
         sb_timers_disarm(&d->timers, SB_TIMER_ACCEPT);
         if (d->accept_failing)
             sb_info(NULL, "%ld connection(s) closed unserved since accept() last failed",
