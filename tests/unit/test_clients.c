@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -335,4 +336,45 @@ Test(clients, overlong_line_is_reported_and_closes_the_client) {
     sb_clients_verdict(&d, c, v);
     cr_assert_eq(c->state, SB_CLIENT_DOOMED);
     close(far);
+}
+
+/* SB-7.3.1-1..3: a client whose line takes the worker's queue over its
+ * cap is paused (not read) until the one writable path drains the queue. */
+Test(clients, input_paused_while_the_worker_queue_is_over_its_cap) {
+    sb_peer *wp = &d.workers[0].peer;
+    wp->out.max = 16;
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1);
+    sb_relay_read(&d, c);
+    cr_assert_eq(c->blocked_on, wp, "paused on the worker's queue");
+    cr_assert_eq(wp->waiters, 1);
+    cr_assert_gt(wp->full_since_ms, 0);
+    cr_assert(timer_armed(wp, SB_TIMER_FULL));
+    cr_assert_not(reads(c));
+    cr_assert_eq(c->state, SB_CLIENT_OPEN, "paused is not a state: both kinds pause");
+
+    cr_assert(sb_relay_write(&d, wp));
+    cr_assert_str_eq(received(worker_stdin), REQUEST_1);
+    cr_assert_null(c->blocked_on, "resumed once the queue drained");
+    cr_assert_eq(wp->full_since_ms, 0);
+    cr_assert_not(timer_armed(wp, SB_TIMER_FULL));
+    cr_assert(c->queued, "its buffered lines are routed at the end of the round");
+    cr_assert(reads(c));
+    close(far);
+}
+
+/* A failed write to a worker's stdin: closed, and the worker no longer
+ * takes messages; its supervision decides at the end of the round. */
+Test(clients, failed_write_to_a_worker_loses_its_stdin) {
+    signal(SIGPIPE, SIG_IGN); /* as the daemon does */
+    sb_peer *wp = &d.workers[0].peer;
+    close(worker_stdin);
+    worker_stdin = -1;
+    sb_relay_send(&d, wp, REQUEST_1, strlen(REQUEST_1), NULL);
+    sb_relay_flush(&d);
+    cr_assert_eq(wp->out_fd, -1);
+    cr_assert_not(d.router.running[0]);
+    cr_assert_eq(d.round.stdin_lost.count, 1);
+    cr_assert_eq(d.round.stdin_lost.at[0], wp);
 }
