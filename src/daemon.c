@@ -6,6 +6,7 @@
 #include "bus_limits.h"
 #include "clients.h"
 #include "fdlimit.h"
+#include "listener.h"
 #include "log.h"
 #include "memory.h"
 #include "phase.h"
@@ -214,7 +215,7 @@ static void check_timers(sb_bus *d, int64_t now) {
             sweep_idle(d, now);
             break;
         case SB_TIMER_ACCEPT:
-            sb_clients_resume_accept(d);
+            sb_listener_resume(d);
             break;
         default: {
             int slot = (id - SB_TIMER_PEERS) / SB_TIMERS_PER_PEER;
@@ -297,7 +298,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         if (!d.workers[i].pool->per_connection && sb_supervise_spawn(&d, &d.workers[i]) < 0)
             sb_supervise_restart_at(&d, &d.workers[i], sb_now_ms() + d.limits->restart_backoff_ms);
     if (rc == 0)
-        rc = sb_clients_start(&d, opt);
+        rc = opt->mode == SB_MODE_STDIO ? sb_clients_start_stdio(&d) : sb_listener_start(&d, opt);
     if (rc < 0) {
         begin_shutdown(&d, "start-up failed");
         while (d.phase != SB_PHASE_DONE) {
