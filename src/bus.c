@@ -12,8 +12,8 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     d->cfg = cfg;
     d->limits = &cfg->limits;
     d->mode = opt->mode;
-    d->listen_fd = -1;
-    d->spare_fd = -1;
+    d->listener.fd = -1;
+    d->listener.spare_fd = -1;
     d->signal_fd = -1;
     d->worker_count = cfg->worker_count;
     d->workers = calloc((size_t)cfg->worker_count, sizeof *d->workers);

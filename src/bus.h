@@ -26,6 +26,23 @@ typedef enum {
     SB_PHASE_DONE
 } sb_phase;
 
+/* Log lines that stderr could not take were dropped (log.c): stderr is
+ * watched until it takes lines again (daemon.c). */
+typedef struct {
+    int state;          /* 1 = waiting for stderr, -1 = it failed, 0 = not watched */
+    unsigned failed_at; /* sb_log_clears when state became -1 */
+} sb_stderr_watch;
+
+/* The listening socket of the unix and tcp modes (listener.c). */
+typedef struct {
+    int fd;              /* -1 = none (stdio mode, or closed at shutdown) */
+    int spare_fd;        /* /dev/null, given up to accept-and-close when out of fds */
+    bool accept_failing; /* an episode of failed accept()s is going on */
+    long accept_refused; /* connections closed unserved in that episode */
+    const char *unix_path;
+    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
+} sb_listener;
+
 typedef struct sb_bus {
     const sb_config *cfg;
     const sb_limits *limits;
@@ -49,15 +66,9 @@ typedef struct sb_bus {
     bool over_budget;    /* ... and it went over the budget this round */
     bool pending_full;   /* the pending table is full, and it was said */
 
-    int listen_fd;
-    int spare_fd;        /* /dev/null, given up to accept-and-close when out of fds */
-    bool accept_failing; /* an episode of failed accept()s is going on */
-    long accept_refused; /* connections closed unserved in that episode */
-    const char *unix_path;
-    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
+    sb_listener listener; /* listener.c; closed at shutdown by daemon.c */
     int signal_fd;
-    int stderr_watch;          /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
-    unsigned stderr_failed_at; /* sb_log_clears when stderr_watch became -1 */
+    sb_stderr_watch stderr_watch; /* daemon.c */
     int stdin_flags, stdout_flags;
 
     sb_phase phase;            /* written by sb_phase_enter only */

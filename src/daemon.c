@@ -26,9 +26,9 @@
 /* ---- shutdown (spec 10) --------------------------------------------- */
 
 static void remove_socket_file(sb_bus *d) {
-    if (!sb_net_unlink_unix(d->unix_path, &d->unix_id)) /* SB-I-22 */
-        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", d->unix_path);
-    d->unix_path = NULL;
+    if (!sb_net_unlink_unix(d->listener.unix_path, &d->listener.unix_id)) /* SB-I-22 */
+        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", d->listener.unix_path);
+    d->listener.unix_path = NULL;
 }
 
 static void begin_shutdown(sb_bus *d, const char *why) {
@@ -37,15 +37,15 @@ static void begin_shutdown(sb_bus *d, const char *why) {
     sb_info(NULL, "shutting down (%s)", why);
     sb_phase_enter(d, SB_PHASE_DRAINING,
                    sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
-    if (d->listen_fd >= 0) { /* SB-10.2-1 */
-        sb_loop_del(&d->loop, d->listen_fd);
-        close(d->listen_fd);
-        d->listen_fd = -1;
+    if (d->listener.fd >= 0) { /* SB-10.2-1 */
+        sb_loop_del(&d->loop, d->listener.fd);
+        close(d->listener.fd);
+        d->listener.fd = -1;
         sb_timers_disarm(&d->timers, SB_TIMER_ACCEPT);
-        if (d->accept_failing)
+        if (d->listener.accept_failing)
             sb_info(NULL, "%ld connection(s) closed unserved since accept() last failed",
-                    d->accept_refused);
-        if (d->unix_path)
+                    d->listener.accept_refused);
+        if (d->listener.unix_path)
             remove_socket_file(d);
     }
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
@@ -95,16 +95,16 @@ static void on_stderr_event(sb_loop *l, void *data, int fd, short revents) {
     if (rc == 0)
         return; /* still full: wait again */
     sb_loop_del(&d->loop, fd);
-    d->stderr_watch = rc < 0 ? -1 : 0;
-    d->stderr_failed_at = sb_log_clears;
+    d->stderr_watch.state = rc < 0 ? -1 : 0;
+    d->stderr_watch.failed_at = sb_log_clears;
 }
 
 static void tend_stderr(sb_bus *d) {
-    if (d->stderr_watch < 0 && d->stderr_failed_at != sb_log_clears)
-        d->stderr_watch = 0; /* stderr took lines since it failed: watch it again */
-    if (d->stderr_watch == 0 &&
+    if (d->stderr_watch.state < 0 && d->stderr_watch.failed_at != sb_log_clears)
+        d->stderr_watch.state = 0; /* stderr took lines since it failed: watch it again */
+    if (d->stderr_watch.state == 0 &&
         sb_loop_add(&d->loop, STDERR_FILENO, POLLOUT, on_stderr_event, d) == 0)
-        d->stderr_watch = 1;
+        d->stderr_watch.state = 1;
 }
 
 static void finish_round(sb_bus *d) {
@@ -265,13 +265,13 @@ static void daemon_fini(sb_bus *d) {
         sb_supervise_close_fds(d, &d->workers[i]);
         sb_worker_fini(&d->workers[i]);
     }
-    if (d->listen_fd >= 0) {
-        close(d->listen_fd);
-        if (d->unix_path)
+    if (d->listener.fd >= 0) {
+        close(d->listener.fd);
+        if (d->listener.unix_path)
             remove_socket_file(d);
     }
-    if (d->spare_fd >= 0)
-        close(d->spare_fd);
+    if (d->listener.spare_fd >= 0)
+        close(d->listener.spare_fd);
     if (d->signal_fd >= 0)
         sb_signals_close();
     if (d->mode == SB_MODE_STDIO) { /* give the terminal back as we found it */

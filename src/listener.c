@@ -21,9 +21,9 @@
 
 static void accept_failed(sb_bus *d, int fd, int err) {
     bool no_fds = err == EMFILE || err == ENFILE;
-    if (!d->accept_failing) {
-        d->accept_failing = true;
-        d->accept_refused = 0;
+    if (!d->listener.accept_failing) {
+        d->listener.accept_failing = true;
+        d->listener.accept_refused = 0;
         if (no_fds)
             sb_warn(NULL,
                     "accept failed: %s: out of file descriptors, new connections are "
@@ -32,25 +32,25 @@ static void accept_failed(sb_bus *d, int fd, int err) {
         else
             sb_warn(NULL, "accept failed: %s: new connections wait", strerror(err));
     }
-    if (no_fds && d->spare_fd >= 0) {
-        close(d->spare_fd);
+    if (no_fds && d->listener.spare_fd >= 0) {
+        close(d->listener.spare_fd);
         for (int i = 0; i < SB_ACCEPT_SHED_MAX; i++) {
             int cfd = sb_net_accept(fd);
             if (cfd < 0)
                 break;
             close(cfd);
-            d->accept_refused++;
+            d->listener.accept_refused++;
         }
-        d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        d->listener.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     }
     sb_loop_set(&d->loop, fd, 0);
     sb_timers_arm(&d->timers, SB_TIMER_ACCEPT, sb_now_ms() + SB_ACCEPT_BACKOFF_MS);
 }
 
 static void accept_recovered(sb_bus *d) {
-    d->accept_failing = false;
+    d->listener.accept_failing = false;
     sb_info(NULL, "accepting connections again; %ld connection(s) closed unserved meanwhile",
-            d->accept_refused);
+            d->listener.accept_refused);
 }
 
 static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
@@ -65,7 +65,7 @@ static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
             accept_failed(d, fd, errno);
             return;
         }
-        if (d->accept_failing)
+        if (d->listener.accept_failing)
             accept_recovered(d);
         if (d->client_count >= STDIO_BUS_MAX_CONNECTIONS) { /* SB-I-18 */
             sb_warn(NULL, "connection fd=%d refused: MAX_CONNECTIONS (%d) clients connected", cfd,
@@ -86,32 +86,32 @@ static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
 }
 
 void sb_listener_resume(sb_bus *d) {
-    if (d->listen_fd >= 0)
-        sb_loop_set(&d->loop, d->listen_fd, POLLIN);
+    if (d->listener.fd >= 0)
+        sb_loop_set(&d->loop, d->listener.fd, POLLIN);
 }
 
 int sb_listener_start(sb_bus *d, const sb_options *opt) {
     char err[512];
     if (opt->mode == SB_MODE_UNIX) {
-        d->listen_fd = sb_net_listen_unix(opt->address, &d->unix_id, err, sizeof err);
-        if (d->listen_fd < 0) {
+        d->listener.fd = sb_net_listen_unix(opt->address, &d->listener.unix_id, err, sizeof err);
+        if (d->listener.fd < 0) {
             sb_error(NULL, "%s", err);
             return STDIO_BUS_ERR;
         }
-        d->unix_path = opt->address;
+        d->listener.unix_path = opt->address;
         sb_info(NULL, "listening on unix:%s", opt->address);
     } else {
         char host[256], port[16], bound[300];
         sb_cli_split_host_port(opt->address, host, sizeof host, port, sizeof port);
-        d->listen_fd = sb_net_listen_tcp(host, port, bound, sizeof bound, err, sizeof err);
-        if (d->listen_fd < 0) {
+        d->listener.fd = sb_net_listen_tcp(host, port, bound, sizeof bound, err, sizeof err);
+        if (d->listener.fd < 0) {
             sb_error(NULL, "%s", err);
             return STDIO_BUS_ERR;
         }
         sb_info(NULL, "listening on tcp:%s", bound);
     }
-    d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (sb_loop_add(&d->loop, d->listen_fd, POLLIN, on_listen_event, d) < 0)
+    d->listener.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (sb_loop_add(&d->loop, d->listener.fd, POLLIN, on_listen_event, d) < 0)
         return STDIO_BUS_ERR;
     return STDIO_BUS_OK;
 }
