@@ -73,7 +73,6 @@ typedef struct sb_bus {
 
     sb_phase phase;            /* written by sb_phase_enter only */
     int64_t phase_deadline_ms; /* LINGER (SB-I-5), DRAINING (SB-10.2-4); 0 = none */
-    int64_t next_sweep_ms;     /* 0 = no idle sweep scheduled */
     sb_timers timers;          /* every deadline above and of each peer (SB_TIMER_*) */
 } sb_bus;
 
@@ -111,7 +110,7 @@ static inline int64_t sb_now_ms(void) {
  * applies (a stale one only costs a wake-up). */
 enum {
     SB_TIMER_PHASE = 0, /* phase_deadline_ms (SB-I-5, SB-10.2-4) */
-    SB_TIMER_SWEEP,     /* next_sweep_ms */
+    SB_TIMER_SWEEP,     /* the idle sweep, armed while clients hold buffers */
     SB_TIMER_ACCEPT,    /* the listener rests after accept() failed */
     SB_TIMER_PEERS
 };

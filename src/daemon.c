@@ -150,8 +150,6 @@ static void finish_round(sb_bus *d) {
 static void check_pending_full(sb_bus *d);
 
 static void sweep_idle(sb_bus *d, int64_t now) {
-    if (!d->next_sweep_ms)
-        return;
     check_pending_full(d); /* SB-I-47: while clients are active, once a sweep period */
     bool again = false;
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
@@ -177,9 +175,8 @@ static void sweep_idle(sb_bus *d, int64_t now) {
         if (p->out.cap > SB_FRAME_BUSY_CAP && sb_outq_len(&p->out) == 0)
             sb_outq_clear(&p->out);
     }
-    d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
     if (again)
-        sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
+        sb_timers_arm(&d->timers, SB_TIMER_SWEEP, now + SB_IDLE_SWEEP_MS);
     else
         sb_memory_give_back(); /* the load is over: its freed pages go back (issue 27) */
 }

@@ -396,10 +396,8 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
         p->active = true;
         if (d->limits->max_client_memory)
             sb_relay_recount(d, p); /* SB-X-17: its input buffer may have grown */
-        if (!d->next_sweep_ms) {
-            d->next_sweep_ms = sb_now_ms() + SB_IDLE_SWEEP_MS;
-            sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
-        }
+        if (!sb_timers_armed(&d->timers, SB_TIMER_SWEEP))
+            sb_timers_arm(&d->timers, SB_TIMER_SWEEP, sb_now_ms() + SB_IDLE_SWEEP_MS);
     }
     return sb_relay_process(d, p);
 }
