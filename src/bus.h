@@ -9,11 +9,13 @@
 #include "loop.h"
 #include "net.h"
 #include "peer.h"
+#include "round.h"
 #include "router.h"
 #include "timers.h"
 #include "worker.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -23,6 +25,23 @@ typedef enum {
     SB_PHASE_DRAINING, /* 10.2: workers told to stop, waiting for them */
     SB_PHASE_DONE
 } sb_phase;
+
+/* Log lines that stderr could not take were dropped (log.c): stderr is
+ * watched until it takes lines again (daemon.c). */
+typedef struct {
+    int state;          /* 1 = waiting for stderr, -1 = it failed, 0 = not watched */
+    unsigned failed_at; /* sb_log_clears when state became -1 */
+} sb_stderr_watch;
+
+/* The listening socket of the unix and tcp modes (listener.c). */
+typedef struct {
+    int fd;              /* -1 = none (stdio mode, or closed at shutdown) */
+    int spare_fd;        /* /dev/null, given up to accept-and-close when out of fds */
+    bool accept_failing; /* an episode of failed accept()s is going on */
+    long accept_refused; /* connections closed unserved in that episode */
+    const char *unix_path;
+    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
+} sb_listener;
 
 typedef struct sb_bus {
     const sb_config *cfg;
@@ -40,45 +59,36 @@ typedef struct sb_bus {
     int free_count;
     int client_count;
 
-    sb_peer **ready; /* peers with buffered lines to process */
-    int ready_count;
-    sb_peer **doomed;
-    int doomed_count;
-    sb_peer **dirty; /* peers with queued bytes to write at the end of the round */
-    int dirty_count;
-    sb_peer **held; /* clients whose next line waits for its id to be free (SB-I-45) */
-    int held_count;
-    sb_peer **stdin_lost; /* workers whose stdin broke this round (sb_relay_stdin_lost) */
-    int stdin_lost_count;
-    sb_peer **ending; /* socket clients whose input ended, still owed answers (SB-I-41) */
-    int ending_count;
-    int full_outputs;    /* peers whose output is over its cap */
+    sb_round round;      /* the per-round lists (round.h) */
+    bool reoffer_held;   /* an id was freed or the running workers changed: the held clients
+                          offer their line again, at the end of the round (SB-I-45) */
     size_t client_bytes; /* SB-X-17: storage of every client's buffers, with a budget set */
     bool over_budget;    /* ... and it went over the budget this round */
     bool pending_full;   /* the pending table is full, and it was said */
 
-    int listen_fd;
-    int spare_fd;             /* /dev/null, given up to accept-and-close when out of fds */
-    int64_t accept_resume_ms; /* listener resting after accept() failed; 0 = not */
-    bool accept_failing;      /* an episode of failed accept()s is going on */
-    long accept_refused;      /* connections closed unserved in that episode */
-    const char *unix_path;
-    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
+    sb_listener listener; /* listener.c; closed at shutdown by daemon.c */
     int signal_fd;
-    int stderr_watch;          /* log lines dropped: 1 = waiting for stderr, -1 = it failed */
-    unsigned stderr_failed_at; /* sb_log_clears when stderr_watch became -1 */
+    sb_stderr_watch stderr_watch; /* daemon.c */
     int stdin_flags, stdout_flags;
 
-    sb_phase phase;
-    int64_t linger_deadline_ms;
-    int64_t drain_deadline_ms;
-    int64_t next_sweep_ms; /* 0 = no idle sweep scheduled */
-    sb_timers timers;      /* every deadline above and of each peer (SB_TIMER_*) */
+    sb_phase phase;            /* written by sb_phase_enter only */
+    int64_t phase_deadline_ms; /* LINGER (SB-I-5), DRAINING (SB-10.2-4); 0 = none */
+    sb_timers timers;          /* every deadline above and of each peer (SB_TIMER_*) */
 } sb_bus;
 
-/* Handlers registered per peer reach the daemon here instead of through a
- * back-pointer in every peer (set by sb_daemon_run). */
-extern sb_bus *sb_bus_self;
+/* Allocates d's tables for cfg and opt->mode (worker ids in config order,
+ * SB-I-13). Returns 0, or STDIO_BUS_ERR (logged); call sb_bus_fini after
+ * either. */
+int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt);
+/* Frees what sb_bus_init allocated; the peers' fds and buffers are the
+ * daemon's to close first. */
+void sb_bus_fini(sb_bus *d);
+
+/* Handlers registered per peer find the daemon from the loop it embeds,
+ * instead of through a back-pointer in every peer or a global. */
+static inline sb_bus *sb_bus_of_loop(sb_loop *l) {
+    return (sb_bus *)((char *)l - offsetof(sb_bus, loop));
+}
 
 /* How a failed worker's own output is treated from the failure on. */
 typedef enum {
@@ -99,24 +109,24 @@ static inline int64_t sb_now_ms(void) {
  * its deadline is set; its owner checks, when it fires, that it still
  * applies (a stale one only costs a wake-up). */
 enum {
-    SB_TIMER_LINGER = 0, /* linger_deadline_ms (SB-I-5) */
-    SB_TIMER_DRAIN,      /* drain_deadline_ms (SB-10.2-4) */
-    SB_TIMER_SWEEP,      /* next_sweep_ms */
-    SB_TIMER_ACCEPT,     /* accept_resume_ms */
+    SB_TIMER_PHASE = 0, /* phase_deadline_ms (SB-I-5, SB-10.2-4) */
+    SB_TIMER_SWEEP,     /* the idle sweep, armed while clients hold buffers */
+    SB_TIMER_ACCEPT,    /* the listener rests after accept() failed */
     SB_TIMER_PEERS
 };
 /* Per peer: FULL for both kinds, the other three by kind. */
 enum {
     SB_TIMER_FULL = 0, /* full_since_ms + backpressure_timeout_sec (SB-7.3.1-4) */
-    SB_TIMER_RESTART,  /* worker: restart_at_ms (7.1.3) */
-    SB_TIMER_KILL,     /* worker: kill_at_ms */
-    SB_TIMER_LOST,     /* worker: lost_ms (SB-I-39, SB-I-46) */
+    SB_TIMER_RESTART,  /* worker: its restart (7.1.3) */
+    SB_TIMER_KILL,     /* worker: STOPPING, SIGKILL then */
+    SB_TIMER_LOST,     /* worker: its stdin broke or its stdout ended: failed if still alive
+                          then (SB-I-39, SB-I-46) */
     SB_TIMERS_PER_PEER
 };
 enum {
-    SB_TIMER_HELD = 1, /* client: held_since_ms + backpressure_timeout_sec (SB-I-45) */
-    SB_TIMER_ENDING,   /* client: ending_by_ms (SB-I-41) */
-    SB_TIMER_CLOSING   /* client: closing_since_ms + drain_timeout_sec (SB-X-14) */
+    SB_TIMER_HELD = 1, /* client: HELD for backpressure_timeout_sec (SB-I-45) */
+    SB_TIMER_ENDING,   /* client: ENDING for drain_timeout_sec (SB-I-41) */
+    SB_TIMER_CLOSING   /* client: CLOSING for drain_timeout_sec (SB-X-14) */
 };
 
 static inline int sb_bus_timer(const sb_bus *d, const sb_peer *p, int which) {

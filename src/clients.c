@@ -1,6 +1,8 @@
 #include "clients.h"
 #include "bus_limits.h"
+#include "client_state.h"
 #include "log.h"
+#include "phase.h"
 #include "relay.h"
 #include "status.h"
 #include "supervise.h"
@@ -11,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static void on_client_event(void *data, int fd, short revents);
+static void on_client_event(sb_loop *l, void *data, int fd, short revents);
 
 /* ---- clients -------------------------------------------------------- */
 
@@ -26,6 +28,7 @@ sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
     c->in_fd = in_fd;
     c->out_fd = out_fd;
     c->on_event = on_client_event;
+    sb_client_enter(d, c, SB_CLIENT_OPEN);
     sb_frame_init(&c->in, d->limits->max_input_buffer);
     sb_outq_init(&c->out, d->limits->max_output_queue);
     if (in_fd == out_fd)
@@ -35,6 +38,7 @@ sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
     if (sb_loop_add(&d->loop, in_fd, POLLIN, on_client_event, c) < 0 ||
         (out_fd != in_fd && sb_loop_add(&d->loop, out_fd, 0, on_client_event, c) < 0)) {
         sb_loop_del(&d->loop, in_fd);
+        sb_client_enter(d, c, SB_CLIENT_FREE);
         c->kind = SB_PEER_FREE;
         d->free_clients[d->free_count++] = slot;
         return NULL;
@@ -60,23 +64,9 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
             sessions, pending);
     if (pending)
         sb_supervise_shed_orphans(d); /* SB-I-53 */
-    if (c->full_since_ms) {
-        c->full_since_ms = 0;
-        d->full_outputs--;
-    }
     for (int which = 0; which < SB_TIMERS_PER_PEER; which++)
         sb_bus_disarm(d, c, which);
-    if (c->ending_by_ms) {
-        for (int i = 0; i < d->ending_count; i++)
-            if (d->ending[i] == c) {
-                d->ending[i] = d->ending[--d->ending_count];
-                break;
-            }
-        c->ending_by_ms = 0;
-    }
     sb_relay_release_waiters(d, c);
-    if (c->held_since_ms)
-        sb_relay_unhold(d, c);
     if (c->in_fd >= 0) {
         sb_loop_del(&d->loop, c->in_fd);
         if (c->in_fd > STDERR_FILENO)
@@ -91,15 +81,14 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
     sb_outq_fini(&c->out);
     d->client_bytes -= c->counted; /* SB-X-17 */
     c->counted = 0;
+    sb_client_enter(d, c, SB_CLIENT_FREE);
     c->kind = SB_PEER_FREE;
     c->in_fd = c->out_fd = -1;
     d->free_clients[d->free_count++] = c->index;
     d->client_count--;
     if (d->mode == SB_MODE_STDIO && d->phase < SB_PHASE_DRAINING) {
         sb_info(NULL, "the stdio client is gone: shutting down");
-        d->phase = SB_PHASE_LINGER;
-        d->linger_deadline_ms = sb_now_ms(); /* nothing left to deliver to */
-        sb_timers_arm(&d->timers, SB_TIMER_LINGER, d->linger_deadline_ms);
+        sb_phase_enter(d, SB_PHASE_LINGER, sb_now_ms()); /* nothing left to deliver to */
     }
 }
 
@@ -110,14 +99,14 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
 void sb_clients_enforce_budget(sb_bus *d) {
     d->over_budget = false;
     size_t budget = d->limits->max_client_memory, held = d->client_bytes;
-    for (int i = 0; i < d->doomed_count; i++)
-        if (d->doomed[i]->kind == SB_PEER_CLIENT)
-            held -= d->doomed[i]->counted;
+    for (int i = 0; i < d->round.doomed.count; i++)
+        if (d->round.doomed.at[i]->kind == SB_PEER_CLIENT)
+            held -= d->round.doomed.at[i]->counted;
     while (held > budget) {
         sb_peer *victim = NULL;
         for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
             sb_peer *c = &d->clients[i];
-            if (c->kind != SB_PEER_CLIENT || c->doomed || !c->counted)
+            if (c->kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED || !c->counted)
                 continue;
             if (!victim ||
                 (c->full_since_ms &&
@@ -133,14 +122,14 @@ void sb_clients_enforce_budget(sb_bus *d) {
                 held, budget, victim->counted,
                 victim->full_since_ms ? ", its output stalled over max_output_queue" : "");
         held -= victim->counted;
-        sb_relay_doom(d, victim);
+        sb_client_doom(d, victim);
     }
 }
 
 /* Requests of c in flight: pending on a worker, or its next line held
  * back until its id is free (SB-I-45). */
 bool sb_clients_has_pending(const sb_bus *d, const sb_peer *c) {
-    return sb_router_client_has_pending(&d->router, c->index) || c->held_since_ms;
+    return sb_router_client_has_pending(&d->router, c->index) || c->state == SB_CLIENT_HELD;
 }
 
 static bool client_settled(const sb_bus *d, const sb_peer *c) {
@@ -152,40 +141,35 @@ static bool client_settled(const sb_bus *d, const sb_peer *c) {
  * but may still read: it gets the answers to its requests, then the
  * connection is closed as in 7.2, at the latest after drain_timeout_sec. */
 static void client_input_ended(sb_bus *d, sb_peer *c) {
-    if (c->ending_by_ms)
-        return;
-    sb_relay_update_interest(d, c); /* stop reading: EOF would wake poll() for ever */
     if (client_settled(d, c)) {
         sb_info(c->name, "connection closed by the client");
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
         return;
     }
     sb_info(c->name, "end of input from the client: closing once its answers are delivered");
-    c->ending_by_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
-    d->ending[d->ending_count++] = c;
-    sb_bus_arm(d, c, SB_TIMER_ENDING, c->ending_by_ms);
+    if (c->state == SB_CLIENT_OPEN) /* a held one ends once its line is offered */
+        sb_client_enter(d, c, SB_CLIENT_ENDING);
 }
 
-/* Closes the clients of client_input_ended that are owed nothing more. */
-void sb_clients_close_ended(sb_bus *d, int64_t now) {
-    for (int i = 0; i < d->ending_count; i++) {
-        sb_peer *c = d->ending[i];
-        if (c->doomed)
-            continue;
+/* Closes the clients of client_input_ended that are owed nothing more;
+ * those still owed answers at drain_timeout_sec are closed by their
+ * SB_TIMER_ENDING. */
+void sb_clients_close_ended(sb_bus *d) {
+    for (int i = 0; i < d->round.ending.count; i++) {
+        sb_peer *c = d->round.ending.at[i];
         if (client_settled(d, c)) {
             sb_info(c->name, "answers delivered: closing the connection");
-            sb_relay_doom(d, c);
-        } else if (now >= c->ending_by_ms) {
-            sb_warn(c->name,
-                    "answers still owed after drain_timeout_sec=%d: closing the connection",
-                    d->limits->drain_timeout_sec);
-            sb_relay_doom(d, c);
+            sb_client_doom(d, c); /* leaves d->ending: look at slot i again */
+            i--;
         }
     }
 }
 
-/* The client's input ended (EOF, or a read error on stdin). */
+/* The client's input ended (EOF, or a read error on stdin): the one place
+ * a client's end is seen. */
 void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
+    if (p->in_eof)
+        return;
     p->in_eof = true;
     if (d->mode != SB_MODE_STDIO) {
         client_input_ended(d, p);
@@ -197,35 +181,53 @@ void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
     if (sb_frame_pending(&p->in))
         sb_warn(p->name, "stdin ended inside a line: %zu byte(s) without a newline discarded",
                 sb_frame_pending(&p->in));
+    if (p->state == SB_CLIENT_OPEN) /* a held one ends once its line is offered */
+        sb_client_enter(d, p, SB_CLIENT_ENDING);
     if (d->phase == SB_PHASE_SERVING) {
-        d->phase = SB_PHASE_LINGER;
-        d->linger_deadline_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
-        sb_timers_arm(&d->timers, SB_TIMER_LINGER, d->linger_deadline_ms);
+        sb_phase_enter(d, SB_PHASE_LINGER,
+                       sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
         sb_info(p->name, "stdin reached EOF: delivering in-flight responses, then shutting down");
     }
 }
 
-static void on_client_event(void *data, int fd, short revents) {
+/* Acts on what the relay reported for the client's input. */
+void sb_clients_verdict(sb_bus *d, sb_peer *c, sb_relay_verdict v) {
+    switch (v.event) {
+    case SB_RELAY_OK:
+        break;
+    case SB_RELAY_ENDED:
+        sb_clients_input_eof(d, c);
+        break;
+    case SB_RELAY_READ_FAILED:
+        sb_info(c->name, "read failed (%s): client gone", strerror(v.err));
+        sb_client_doom(d, c);
+        break;
+    case SB_RELAY_OVERFLOW: /* SB-7.3.2-1, SB-7.3.2-2 */
+        sb_error(c->name, "line longer than max_input_buffer (%zu bytes): closing the client",
+                 d->limits->max_input_buffer);
+        sb_client_doom(d, c);
+        break;
+    case SB_RELAY_NOMEM:
+        sb_client_doom(d, c);
+        break;
+    case SB_RELAY_MALFORMED: /* not reported for clients: the relay closes them (4.3) */
+        break;
+    }
+}
+
+static void on_client_event(sb_loop *l, void *data, int fd, short revents) {
     sb_peer *c = data;
-    sb_bus *d = sb_bus_self;
-    if (c->doomed)
+    sb_bus *d = sb_bus_of_loop(l);
+    if (c->state == SB_CLIENT_DOOMED)
         return;
     if ((revents & POLLOUT) && fd == c->out_fd) {
-        int rc = sb_outq_flush(&c->out, c->out_fd);
-        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-            sb_info(c->name, "client went away while writing");
-            sb_relay_doom(d, c);
+        if (!sb_relay_write(d, c))
             return;
-        }
-        if (!sb_outq_over(&c->out))
-            sb_relay_set_full(d, c, false);
-        sb_relay_update_interest(d, c);
-        sb_relay_close_if_flushed(d, c);
     }
     if (c->in_eof && fd == c->in_fd && (revents & (POLLHUP | POLLERR))) {
         /* SB-I-41: after a half-close, the peer is now gone both ways */
         sb_info(c->name, "connection closed by the client");
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
         return;
     }
     if (c->blocked_on && fd == c->in_fd && c->in_fd == c->out_fd &&
@@ -233,174 +235,67 @@ static void on_client_event(void *data, int fd, short revents) {
         /* Hung up while paused, nothing left unread: gone (7.2). Lines taken
          * before the pause go with it, like a partial line (SB-I-25). */
         sb_info(c->name, "connection closed by the client while its input was paused");
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
         return;
     }
-    if (sb_relay_park_if_paused(d, c, fd, revents))
+    if (sb_watch_park_if_paused(d, c, fd, revents))
         return;
     if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR))) {
-        if (sb_relay_read(d, c).event == SB_RELAY_ENDED)
-            sb_clients_input_eof(d, c);
+        sb_clients_verdict(d, c, sb_relay_read(d, c));
     } else if (fd == c->out_fd && fd != c->in_fd && (revents & (POLLERR | POLLHUP))) {
         sb_info(c->name, "stdout closed by the reader");
-        sb_relay_doom(d, c);
-    }
-}
-
-/* accept() failed and the connection stays queued, so the listening
- * socket stays readable: polling it again at once would spin. Out of
- * descriptors, the spare one makes room to accept and close what is queued
- * (the client sees its connection closed, as beyond MAX_CONNECTIONS,
- * SB-I-18); then the listener rests a moment, for descriptors to free up.
- * One warning per episode; the count comes when accept() works again. */
-#define SB_ACCEPT_BACKOFF_MS 100
-#define SB_ACCEPT_SHED_MAX   64
-
-static void accept_failed(sb_bus *d, int fd, int err) {
-    bool no_fds = err == EMFILE || err == ENFILE;
-    if (!d->accept_failing) {
-        d->accept_failing = true;
-        d->accept_refused = 0;
-        if (no_fds)
-            sb_warn(NULL,
-                    "accept failed: %s: out of file descriptors, new connections are "
-                    "closed at once until some free up",
-                    strerror(err));
-        else
-            sb_warn(NULL, "accept failed: %s: new connections wait", strerror(err));
-    }
-    if (no_fds && d->spare_fd >= 0) {
-        close(d->spare_fd);
-        for (int i = 0; i < SB_ACCEPT_SHED_MAX; i++) {
-            int cfd = sb_net_accept(fd);
-            if (cfd < 0)
-                break;
-            close(cfd);
-            d->accept_refused++;
-        }
-        d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    }
-    sb_loop_set(&d->loop, fd, 0);
-    d->accept_resume_ms = sb_now_ms() + SB_ACCEPT_BACKOFF_MS;
-    sb_timers_arm(&d->timers, SB_TIMER_ACCEPT, d->accept_resume_ms);
-}
-
-static void accept_recovered(sb_bus *d) {
-    d->accept_failing = false;
-    sb_info(NULL, "accepting connections again; %ld connection(s) closed unserved meanwhile",
-            d->accept_refused);
-}
-
-static void on_listen_event(void *data, int fd, short revents) {
-    sb_bus *d = data;
-    (void)revents;
-    for (;;) {
-        int cfd = sb_net_accept(fd);
-        if (cfd == STDIO_BUS_EAGAIN)
-            return;
-        if (cfd < 0) {
-            accept_failed(d, fd, errno);
-            return;
-        }
-        if (d->accept_failing)
-            accept_recovered(d);
-        if (d->client_count >= STDIO_BUS_MAX_CONNECTIONS) { /* SB-I-18 */
-            sb_warn(NULL, "connection fd=%d refused: MAX_CONNECTIONS (%d) clients connected", cfd,
-                    STDIO_BUS_MAX_CONNECTIONS);
-            close(cfd);
-            continue;
-        }
-        sb_peer *c = sb_clients_open(d, cfd, cfd);
-        if (!c) {
-            sb_warn(NULL, "connection fd=%d refused: out of memory", cfd);
-            close(cfd);
-            continue;
-        }
-        sb_info(c->name, "connected");
-        if (!sb_supervise_attach(d, c))
-            sb_clients_close(d, c); /* SB-X-15 */
+        sb_client_doom(d, c);
     }
 }
 
 void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
-    if (c->kind != SB_PEER_CLIENT || c->doomed)
+    if (c->kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED)
         return;
+    /* A state's timer is disarmed when the client leaves the state: one
+     * that fires is due. */
     switch (which) {
     case SB_TIMER_FULL: /* SB-7.3.1-4 */
         if (c->full_since_ms &&
             now - c->full_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
             sb_error(c->name, "output queue full for backpressure_timeout_sec=%d: closing",
                      d->limits->backpressure_timeout_sec);
-            sb_relay_doom(d, c);
+            sb_client_doom(d, c);
         }
         break;
     case SB_TIMER_HELD: /* SB-I-45 */
-        if (c->held_since_ms &&
-            now - c->held_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
-            sb_error(c->name,
-                     "request held for backpressure_timeout_sec=%d: its id stays in use on every "
-                     "worker it could go to: closing",
-                     d->limits->backpressure_timeout_sec);
-            sb_relay_doom(d, c);
-        }
+        sb_error(c->name,
+                 "request held for backpressure_timeout_sec=%d: its id stays in use on every "
+                 "worker it could go to: closing",
+                 d->limits->backpressure_timeout_sec);
+        sb_client_doom(d, c);
         break;
-    case SB_TIMER_ENDING: /* SB-I-41: sb_clients_close_ended, which ran this turn */
+    case SB_TIMER_ENDING: /* SB-I-41: settled ones were closed by sb_clients_close_ended */
+        sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+                d->limits->drain_timeout_sec);
+        sb_client_doom(d, c);
         break;
     case SB_TIMER_CLOSING: /* SB-X-14 */
-        if (c->closing_since_ms &&
-            now - c->closing_since_ms >= (int64_t)d->limits->drain_timeout_sec * 1000) {
-            sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
-                    d->limits->drain_timeout_sec);
-            sb_relay_doom(d, c);
-        }
+        sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
+                d->limits->drain_timeout_sec);
+        sb_client_doom(d, c);
         break;
     }
 }
 
-void sb_clients_resume_accept(sb_bus *d) {
-    d->accept_resume_ms = 0;
-    if (d->listen_fd >= 0)
-        sb_loop_set(&d->loop, d->listen_fd, POLLIN);
-}
-
-int sb_clients_start(sb_bus *d, const sb_options *opt) {
-    char err[512];
-    if (opt->mode == SB_MODE_STDIO) { /* SB-4.1.2-1: exactly one client */
-        d->stdin_flags = fcntl(STDIN_FILENO, F_GETFL);
-        d->stdout_flags = fcntl(STDOUT_FILENO, F_GETFL);
-        if (d->stdin_flags < 0 || d->stdout_flags < 0) {
-            sb_error(NULL, "stdio mode needs open stdin and stdout");
-            return STDIO_BUS_ERR;
-        }
-        fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags | O_NONBLOCK);
-        fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags | O_NONBLOCK);
-        sb_peer *c = sb_clients_open(d, STDIN_FILENO, STDOUT_FILENO);
-        if (!c) {
-            sb_error(NULL, "out of memory");
-            return STDIO_BUS_ERR;
-        }
-        return sb_supervise_attach(d, c) ? STDIO_BUS_OK : STDIO_BUS_ERR; /* SB-X-15 */
-    }
-    if (opt->mode == SB_MODE_UNIX) {
-        d->listen_fd = sb_net_listen_unix(opt->address, &d->unix_id, err, sizeof err);
-        if (d->listen_fd < 0) {
-            sb_error(NULL, "%s", err);
-            return STDIO_BUS_ERR;
-        }
-        d->unix_path = opt->address;
-        sb_info(NULL, "listening on unix:%s", opt->address);
-    } else {
-        char host[256], port[16], bound[300];
-        sb_cli_split_host_port(opt->address, host, sizeof host, port, sizeof port);
-        d->listen_fd = sb_net_listen_tcp(host, port, bound, sizeof bound, err, sizeof err);
-        if (d->listen_fd < 0) {
-            sb_error(NULL, "%s", err);
-            return STDIO_BUS_ERR;
-        }
-        sb_info(NULL, "listening on tcp:%s", bound);
-    }
-    d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (sb_loop_add(&d->loop, d->listen_fd, POLLIN, on_listen_event, d) < 0)
+/* SB-4.1.2-1: stdio mode has exactly one client, on stdin and stdout. */
+int sb_clients_start_stdio(sb_bus *d) {
+    d->stdin_flags = fcntl(STDIN_FILENO, F_GETFL);
+    d->stdout_flags = fcntl(STDOUT_FILENO, F_GETFL);
+    if (d->stdin_flags < 0 || d->stdout_flags < 0) {
+        sb_error(NULL, "stdio mode needs open stdin and stdout");
         return STDIO_BUS_ERR;
-    return STDIO_BUS_OK;
+    }
+    fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags | O_NONBLOCK);
+    fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags | O_NONBLOCK);
+    sb_peer *c = sb_clients_open(d, STDIN_FILENO, STDOUT_FILENO);
+    if (!c) {
+        sb_error(NULL, "out of memory");
+        return STDIO_BUS_ERR;
+    }
+    return sb_supervise_attach(d, c) ? STDIO_BUS_OK : STDIO_BUS_ERR; /* SB-X-15 */
 }

@@ -6,8 +6,10 @@
 #include "bus_limits.h"
 #include "clients.h"
 #include "fdlimit.h"
+#include "listener.h"
 #include "log.h"
 #include "memory.h"
+#include "phase.h"
 #include "relay.h"
 #include "signals.h"
 #include "status.h"
@@ -21,53 +23,50 @@
 #include <string.h>
 #include <unistd.h>
 
-sb_bus *sb_bus_self;
-
 /* ---- shutdown (spec 10) --------------------------------------------- */
 
 static void remove_socket_file(sb_bus *d) {
-    if (!sb_net_unlink_unix(d->unix_path, &d->unix_id)) /* SB-I-22 */
-        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", d->unix_path);
-    d->unix_path = NULL;
+    if (!sb_net_unlink_unix(d->listener.unix_path, &d->listener.unix_id)) /* SB-I-22 */
+        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", d->listener.unix_path);
+    d->listener.unix_path = NULL;
 }
 
 static void begin_shutdown(sb_bus *d, const char *why) {
     if (d->phase >= SB_PHASE_DRAINING)
         return; /* SB-I-21: a second trigger changes nothing */
     sb_info(NULL, "shutting down (%s)", why);
-    d->phase = SB_PHASE_DRAINING;
-    d->drain_deadline_ms = sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000;
-    sb_timers_arm(&d->timers, SB_TIMER_DRAIN, d->drain_deadline_ms);
-    if (d->listen_fd >= 0) { /* SB-10.2-1 */
-        sb_loop_del(&d->loop, d->listen_fd);
-        close(d->listen_fd);
-        d->listen_fd = -1;
-        d->accept_resume_ms = 0;
+    sb_phase_enter(d, SB_PHASE_DRAINING,
+                   sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
+    if (d->listener.fd >= 0) { /* SB-10.2-1 */
+        sb_loop_del(&d->loop, d->listener.fd);
+        close(d->listener.fd);
+        d->listener.fd = -1;
         sb_timers_disarm(&d->timers, SB_TIMER_ACCEPT);
-        if (d->accept_failing)
+        if (d->listener.accept_failing)
             sb_info(NULL, "%ld connection(s) closed unserved since accept() last failed",
-                    d->accept_refused);
-        if (d->unix_path)
+                    d->listener.accept_refused);
+        if (d->listener.unix_path)
             remove_socket_file(d);
     }
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
         if (d->clients[i].kind == SB_PEER_CLIENT)
-            sb_relay_update_interest(d, &d->clients[i]);
+            sb_watch_update(d, &d->clients[i]);
     sb_supervise_stop_all(d); /* SB-10.2-2 */
 }
 
 static bool clients_flushed(const sb_bus *d) {
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
         if (d->clients[i].kind == SB_PEER_CLIENT && sb_outq_len(&d->clients[i].out) &&
-            !d->clients[i].doomed)
+            d->clients[i].state != SB_CLIENT_DOOMED)
             return false;
     return true;
 }
 
 /* ---- the loop ------------------------------------------------------- */
 
-static void on_signal_event(void *data, int fd, short revents) {
+static void on_signal_event(sb_loop *l, void *data, int fd, short revents) {
     sb_bus *d = data;
+    (void)l;
     (void)fd;
     (void)revents;
     int sig;
@@ -89,48 +88,59 @@ static void on_signal_event(void *data, int fd, short revents) {
 
 /* Log lines that stderr could not take were dropped (log.c): the count is
  * written as soon as stderr takes lines again, even if no new line comes. */
-static void on_stderr_event(void *data, int fd, short revents) {
+static void on_stderr_event(sb_loop *l, void *data, int fd, short revents) {
     sb_bus *d = data;
+    (void)l;
     int rc = revents & (POLLERR | POLLHUP | POLLNVAL) ? STDIO_BUS_ERR : sb_log_flush();
     if (rc == 0)
         return; /* still full: wait again */
     sb_loop_del(&d->loop, fd);
-    d->stderr_watch = rc < 0 ? -1 : 0;
-    d->stderr_failed_at = sb_log_clears;
+    d->stderr_watch.state = rc < 0 ? -1 : 0;
+    d->stderr_watch.failed_at = sb_log_clears;
 }
 
 static void tend_stderr(sb_bus *d) {
-    if (d->stderr_watch < 0 && d->stderr_failed_at != sb_log_clears)
-        d->stderr_watch = 0; /* stderr took lines since it failed: watch it again */
-    if (d->stderr_watch == 0 &&
+    if (d->stderr_watch.state < 0 && d->stderr_watch.failed_at != sb_log_clears)
+        d->stderr_watch.state = 0; /* stderr took lines since it failed: watch it again */
+    if (d->stderr_watch.state == 0 &&
         sb_loop_add(&d->loop, STDERR_FILENO, POLLOUT, on_stderr_event, d) == 0)
-        d->stderr_watch = 1;
+        d->stderr_watch.state = 1;
 }
 
 static void finish_round(sb_bus *d) {
     /* Peers resumed after backpressure may hold complete lines that no new
      * read will announce. */
-    for (int i = 0; i < d->ready_count; i++) {
-        sb_peer *p = d->ready[i];
+    for (int i = 0;; i++) {
+        if (d->reoffer_held) { /* the one place held clients are released */
+            d->reoffer_held = false;
+            sb_relay_release_held(d);
+        }
+        if (i >= d->round.ready.count)
+            break;
+        sb_peer *p = d->round.ready.at[i];
         p->queued = false;
-        if (p->kind == SB_PEER_FREE || p->doomed)
+        if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED)
             continue;
         sb_relay_verdict v = sb_relay_process(d, p);
-        if (v.event != SB_RELAY_OK) /* only a worker's lines call for more */
-            sb_supervise_verdict(d, (sb_worker *)p, v);
+        if (v.event == SB_RELAY_OK)
+            continue;
+        if (p->kind == SB_PEER_WORKER)
+            sb_supervise_verdict(d, &d->workers[p->index], v);
+        else
+            sb_clients_verdict(d, p, v);
     }
-    d->ready_count = 0;
+    d->round.ready.count = 0;
     sb_relay_flush(d);
     if (d->over_budget)
         sb_clients_enforce_budget(d); /* SB-X-17 */
-    if (d->stdin_lost_count)
+    if (d->round.stdin_lost.count)
         sb_supervise_stdin_lost(d);
-    for (int i = 0; i < d->doomed_count; i++) {
-        sb_peer *p = d->doomed[i];
+    for (int i = 0; i < d->round.doomed.count; i++) {
+        sb_peer *p = d->round.doomed.at[i];
         if (p->kind == SB_PEER_CLIENT)
             sb_clients_close(d, p);
     }
-    d->doomed_count = 0;
+    d->round.doomed.count = 0;
 }
 
 /* Buffers of a client that has not sent anything for a sweep period go
@@ -140,8 +150,6 @@ static void finish_round(sb_bus *d) {
 static void check_pending_full(sb_bus *d);
 
 static void sweep_idle(sb_bus *d, int64_t now) {
-    if (!d->next_sweep_ms)
-        return;
     check_pending_full(d); /* SB-I-47: while clients are active, once a sweep period */
     bool again = false;
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
@@ -167,9 +175,8 @@ static void sweep_idle(sb_bus *d, int64_t now) {
         if (p->out.cap > SB_FRAME_BUSY_CAP && sb_outq_len(&p->out) == 0)
             sb_outq_clear(&p->out);
     }
-    d->next_sweep_ms = again ? now + SB_IDLE_SWEEP_MS : 0;
     if (again)
-        sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
+        sb_timers_arm(&d->timers, SB_TIMER_SWEEP, now + SB_IDLE_SWEEP_MS);
     else
         sb_memory_give_back(); /* the load is over: its freed pages go back (issue 27) */
 }
@@ -194,19 +201,18 @@ static void check_pending_full(sb_bus *d) {
 /* Every timer due at `now`, earliest first. Timers re-armed at or before
  * `now` while firing wait for the next turn (which polls without waiting). */
 static void check_timers(sb_bus *d, int64_t now) {
-    if (d->ending_count) /* answers routed last turn may have settled them */
-        sb_clients_close_ended(d, now);
+    if (d->round.ending.count) /* answers routed last turn may have settled them */
+        sb_clients_close_ended(d);
     int id;
     for (int n = d->timers.count; n > 0 && (id = sb_timers_take(&d->timers, now)) >= 0; n--) {
         switch (id) {
-        case SB_TIMER_LINGER:
-        case SB_TIMER_DRAIN:
+        case SB_TIMER_PHASE:
             break; /* check_phase */
         case SB_TIMER_SWEEP:
             sweep_idle(d, now);
             break;
         case SB_TIMER_ACCEPT:
-            sb_clients_resume_accept(d);
+            sb_listener_resume(d);
             break;
         default: {
             int slot = (id - SB_TIMER_PEERS) / SB_TIMERS_PER_PEER;
@@ -227,64 +233,17 @@ static void check_phase(sb_bus *d, int64_t now) {
                            (!sb_clients_has_pending(d, c) && sb_outq_len(&c->out) == 0);
         if (client_done)
             begin_shutdown(d, "stdin EOF, nothing in flight");
-        else if (now >= d->linger_deadline_ms)
+        else if (now >= d->phase_deadline_ms)
             begin_shutdown(d, "stdin EOF, drain_timeout_sec reached with requests in flight");
     }
     if (d->phase == SB_PHASE_DRAINING) {
         if (d->live_workers == 0 && clients_flushed(d))
-            d->phase = SB_PHASE_DONE;
-        else if (now >= d->drain_deadline_ms) {
+            sb_phase_enter(d, SB_PHASE_DONE, 0);
+        else if (now >= d->phase_deadline_ms) {
             sb_supervise_kill_remaining(d);
-            d->phase = SB_PHASE_DONE;
+            sb_phase_enter(d, SB_PHASE_DONE, 0);
         }
     }
-}
-
-static int daemon_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
-    memset(d, 0, sizeof *d);
-    d->cfg = cfg;
-    d->limits = &cfg->limits;
-    d->mode = opt->mode;
-    d->listen_fd = -1;
-    d->spare_fd = -1;
-    d->signal_fd = -1;
-    d->worker_count = cfg->worker_count;
-    int peers = STDIO_BUS_MAX_CONNECTIONS + cfg->worker_count;
-    d->workers = calloc((size_t)cfg->worker_count, sizeof *d->workers);
-    d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
-    d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
-    d->ready = malloc((size_t)peers * sizeof *d->ready);
-    d->doomed = malloc((size_t)peers * sizeof *d->doomed);
-    d->dirty = malloc((size_t)peers * sizeof *d->dirty);
-    d->held = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->held);
-    d->ending = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->ending);
-    d->stdin_lost =
-        malloc((size_t)(cfg->worker_count ? cfg->worker_count : 1) * sizeof *d->stdin_lost);
-    if (!d->workers || !d->clients || !d->free_clients || !d->ready || !d->doomed || !d->dirty ||
-        !d->held || !d->ending || !d->stdin_lost || sb_loop_init(&d->loop) < 0 ||
-        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
-        sb_router_set_affinity(&d->router, cfg->affinity) < 0 ||
-        sb_timers_init(&d->timers,
-                       SB_TIMER_PEERS + SB_TIMERS_PER_PEER *
-                                            (cfg->worker_count + STDIO_BUS_MAX_CONNECTIONS)) < 0) {
-        sb_error(NULL, "out of memory at start-up");
-        return STDIO_BUS_ERR;
-    }
-    if (opt->mode == SB_MODE_STDIO) /* SB-I-51: the one client has no one to share with */
-        d->router.client_share = STDIO_BUS_MAX_PENDING_REQUESTS;
-    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-        d->clients[i].in_fd = d->clients[i].out_fd = -1;
-        d->free_clients[i] = STDIO_BUS_MAX_CONNECTIONS - 1 - i; /* hand out slot 0 first */
-    }
-    d->free_count = STDIO_BUS_MAX_CONNECTIONS;
-    int id = 0;
-    for (int p = 0; p < cfg->pool_count; p++) /* SB-I-13: ids in config order */
-        for (int k = 0; k < cfg->pools[p].instances; k++, id++)
-            if (sb_worker_init(&d->workers[id], id, &cfg->pools[p], d->limits) < 0) {
-                sb_error(NULL, "out of memory at start-up");
-                return STDIO_BUS_ERR;
-            }
-    return STDIO_BUS_OK;
 }
 
 static void daemon_fini(sb_bus *d) {
@@ -303,39 +262,27 @@ static void daemon_fini(sb_bus *d) {
         sb_supervise_close_fds(d, &d->workers[i]);
         sb_worker_fini(&d->workers[i]);
     }
-    if (d->listen_fd >= 0) {
-        close(d->listen_fd);
-        if (d->unix_path)
+    if (d->listener.fd >= 0) {
+        close(d->listener.fd);
+        if (d->listener.unix_path)
             remove_socket_file(d);
     }
-    if (d->spare_fd >= 0)
-        close(d->spare_fd);
+    if (d->listener.spare_fd >= 0)
+        close(d->listener.spare_fd);
     if (d->signal_fd >= 0)
         sb_signals_close();
     if (d->mode == SB_MODE_STDIO) { /* give the terminal back as we found it */
         fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags);
         fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags);
     }
-    sb_router_fini(&d->router);
-    sb_timers_fini(&d->timers);
-    sb_loop_fini(&d->loop);
-    free(d->workers);
-    free(d->clients);
-    free(d->free_clients);
-    free(d->ready);
-    free(d->doomed);
-    free(d->dirty);
-    free(d->held);
-    free(d->ending);
-    free(d->stdin_lost);
+    sb_bus_fini(d);
 }
 
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_bus d;
-    sb_bus_self = &d;
     sb_memory_tune();
     sb_fdlimit_raise(cfg->worker_count);
-    int rc = daemon_init(&d, cfg, opt);
+    int rc = sb_bus_init(&d, cfg, opt);
     if (rc == 0) {
         d.signal_fd = sb_signals_open();
         if (d.signal_fd < 0 || sb_loop_add(&d.loop, d.signal_fd, POLLIN, on_signal_event, &d) < 0) {
@@ -348,7 +295,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         if (!d.workers[i].pool->per_connection && sb_supervise_spawn(&d, &d.workers[i]) < 0)
             sb_supervise_restart_at(&d, &d.workers[i], sb_now_ms() + d.limits->restart_backoff_ms);
     if (rc == 0)
-        rc = sb_clients_start(&d, opt);
+        rc = opt->mode == SB_MODE_STDIO ? sb_clients_start_stdio(&d) : sb_listener_start(&d, opt);
     if (rc < 0) {
         begin_shutdown(&d, "start-up failed");
         while (d.phase != SB_PHASE_DONE) {
@@ -356,7 +303,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
             check_phase(&d, now);
             if (d.phase == SB_PHASE_DONE)
                 break;
-            sb_loop_run_once(&d.loop, (int)(d.drain_deadline_ms - now));
+            sb_loop_run_once(&d.loop, (int)(d.phase_deadline_ms - now));
         }
         daemon_fini(&d);
         return 1;

@@ -97,7 +97,7 @@ int sb_loop_run_once(sb_loop *l, int timeout_ms) {
         sb_loop_slot *s = &l->slots[f->fd];
         if (s->dense < 0 || s->gen != f->gen || !s->fn)
             continue; /* removed or re-registered by an earlier handler */
-        s->fn(s->data, f->fd, f->revents);
+        s->fn(l, s->data, f->fd, f->revents);
         dispatched++;
     }
     return dispatched;

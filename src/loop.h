@@ -11,7 +11,10 @@
 #include <poll.h>
 #include <stdint.h>
 
-typedef void (*sb_loop_fn)(void *data, int fd, short revents);
+/* A handler gets its loop, so that an owner that embeds the loop finds
+ * itself from it (sb_bus_of_loop) without a global. */
+typedef struct sb_loop sb_loop;
+typedef void (*sb_loop_fn)(sb_loop *l, void *data, int fd, short revents);
 
 typedef struct {
     sb_loop_fn fn;
@@ -26,14 +29,14 @@ typedef struct {
     uint32_t gen;
 } sb_loop_fired;
 
-typedef struct {
+struct sb_loop {
     sb_loop_slot *slots; /* indexed by fd */
     int slot_count;
     struct pollfd *pfds; /* dense */
     int count;
     int capacity;
     sb_loop_fired *fired;
-} sb_loop;
+};
 
 int sb_loop_init(sb_loop *l);
 void sb_loop_fini(sb_loop *l);

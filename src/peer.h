@@ -6,12 +6,27 @@
 #define SB_PEER_H
 
 #include "frame.h"
+#include "loop.h"
 #include "outq.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 typedef enum { SB_PEER_FREE = 0, SB_PEER_CLIENT, SB_PEER_WORKER } sb_peer_kind;
+
+/* A client's life; changed only by sb_client_enter (client_state.c), which
+ * says which transitions there are. Workers stay SB_CLIENT_FREE: theirs is
+ * sb_worker_state (Appendix B). Pausing by backpressure (blocked_on) and a
+ * full output (full_since_ms) are not states: both kinds of peer have them,
+ * in any state. */
+typedef enum {
+    SB_CLIENT_FREE = 0, /* the slot holds no client */
+    SB_CLIENT_OPEN,     /* read and routed */
+    SB_CLIENT_HELD,     /* SB-I-45: its next line waits for its id to be free; not read */
+    SB_CLIENT_ENDING,   /* its input ended (SB-I-41, SB-I-5): answers owed */
+    SB_CLIENT_CLOSING,  /* SB-X-14: its worker exited: not read, closed once out is written */
+    SB_CLIENT_DOOMED    /* closed at the end of the round */
+} sb_client_state;
 
 typedef struct sb_peer {
     sb_peer_kind kind;
@@ -22,22 +37,20 @@ typedef struct sb_peer {
     sb_outq out;
     struct sb_peer *blocked_on; /* SB-7.3.1-1: paused until this output drains */
     int waiters; /* inputs paused on this output, or more (one that closed while paused) */
-    int64_t full_since_ms;    /* SB-7.3.1-2: when out went over its cap; 0 = not */
-    int64_t held_since_ms;    /* SB-I-45: its next line waits for an id to be free; 0 = not */
-    int64_t ending_by_ms;     /* SB-I-41: input ended, answers owed until then; 0 = not */
-    int64_t closing_since_ms; /* SB-X-14: not read, closed once out is written; 0 = not */
-    bool in_eof;
-    bool doomed;          /* close after the current dispatch */
-    bool queued;          /* on the ready list: has buffered lines to process */
-    bool active;          /* read since the last idle sweep */
-    bool dirty;           /* on the flush list: out has bytes not yet tried */
-    bool in_parked;       /* in_fd taken off the loop: hung up while paused */
-    bool share_warned;    /* client: SB-I-51 said, until a request of it is recorded again */
-    bool upstream_warned; /* client: SB-I-52 said, until a worker request to it is recorded */
-    size_t counted;       /* client: the bytes of its buffers in d->client_bytes (SB-X-17) */
-    char name[64];        /* log context */
+    int64_t full_since_ms; /* SB-7.3.1-2: when out went over its cap; 0 = not */
+    sb_client_state state; /* clients only: see sb_client_enter */
+    bool routable;         /* worker: its lines are read and routed (set by its supervision) */
+    bool in_eof;           /* its input reached its end (a held client keeps its line) */
+    bool queued;           /* on the ready list: has buffered lines to process */
+    bool active;           /* read since the last idle sweep */
+    bool dirty;            /* on the flush list: out has bytes not yet tried */
+    bool in_parked;        /* in_fd taken off the loop: hung up while paused */
+    bool share_warned;     /* client: SB-I-51 said, until a request of it is recorded again */
+    bool upstream_warned;  /* client: SB-I-52 said, until a worker request to it is recorded */
+    size_t counted;        /* client: the bytes of its buffers in d->client_bytes (SB-X-17) */
+    char name[64];         /* log context */
     /* its owner's loop handler (client connections / worker supervision) */
-    void (*on_event)(void *data, int fd, short revents);
+    sb_loop_fn on_event;
 } sb_peer;
 
 #endif

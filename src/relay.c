@@ -1,5 +1,6 @@
 #include "relay.h"
 #include "bus_limits.h"
+#include "client_state.h"
 #include "log.h"
 #include "status.h"
 
@@ -8,57 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- interest and lifecycle of peers --------------------------------- */
-
-static bool may_read(const sb_bus *d, const sb_peer *p) {
-    if (p->in_fd < 0 || p->in_eof || p->doomed || p->blocked_on || p->held_since_ms ||
-        p->closing_since_ms)
-        return false;
-    if (p->kind == SB_PEER_CLIENT)
-        return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
-    const sb_worker *w = (const sb_worker *)p;
-    return !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
-}
-
-void sb_relay_update_interest(sb_bus *d, sb_peer *p) {
-    short in_events = may_read(d, p) ? POLLIN : 0;
-    short out_events = sb_outq_len(&p->out) && !p->doomed ? POLLOUT : 0;
-    if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
-        p->in_parked = false;
-        if (sb_loop_add(&d->loop, p->in_fd,
-                        p->in_fd == p->out_fd ? in_events | out_events : in_events, p->on_event,
-                        p) < 0)
-            p->in_parked = true;
-        return;
-    }
-    if (p->in_fd >= 0 && p->in_fd == p->out_fd) {
-        sb_loop_set(&d->loop, p->in_fd, in_events | out_events);
-        return;
-    }
-    if (p->in_fd >= 0 && !p->in_parked)
-        sb_loop_set(&d->loop, p->in_fd, in_events);
-    if (p->out_fd >= 0)
-        sb_loop_set(&d->loop, p->out_fd, out_events);
-}
-
-/* A paused input that hangs up would wake poll() forever (POLLHUP cannot
- * be masked): take it off the loop until it is resumed; what it still
- * holds is read then. Returns true when the input is paused (the event is
- * absorbed: nothing may be read now). */
-bool sb_relay_park_if_paused(sb_bus *d, sb_peer *p, int fd, short revents) {
-    if (!p->blocked_on || fd != p->in_fd)
-        return false;
-    if (revents & (POLLHUP | POLLERR)) {
-        sb_loop_del(&d->loop, fd);
-        p->in_parked = true;
-    }
-    return true;
-}
+/* ---- lifecycle of peers ------------------------------------------- */
 
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
-    if (!p->queued && !p->doomed) {
+    if (!p->queued && p->state != SB_CLIENT_DOOMED) {
         p->queued = true;
-        d->ready[d->ready_count++] = p;
+        sb_list_push(&d->round.ready, p);
     }
 }
 
@@ -66,45 +22,18 @@ void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
  * every worker it could go to. It stays in the input buffer, and the client
  * is not read (the socket buffer and max_input_buffer bound what waits),
  * until a pending request ends or the set of running workers changes. */
-static void hold_client(sb_bus *d, sb_peer *c) {
-    c->held_since_ms = sb_now_ms();
-    sb_bus_arm(d, c, SB_TIMER_HELD,
-               c->held_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
-    d->held[d->held_count++] = c;
-    sb_relay_update_interest(d, c);
-}
-
-void sb_relay_unhold(sb_bus *d, sb_peer *c) {
-    for (int i = 0; i < d->held_count; i++)
-        if (d->held[i] == c) {
-            d->held[i] = d->held[--d->held_count];
-            break;
-        }
-    c->held_since_ms = 0;
-    sb_bus_disarm(d, c, SB_TIMER_HELD);
-}
 
 /* Every held client offers its line again at the end of the round; those
- * whose id is still in use are held again. */
+ * whose id is still in use are held again. One whose input ended while it
+ * was held (a hang-up) ends once its line is offered. */
 void sb_relay_release_held(sb_bus *d) {
-    for (int i = 0; i < d->held_count; i++) {
-        sb_peer *c = d->held[i];
-        c->held_since_ms = 0;
-        sb_bus_disarm(d, c, SB_TIMER_HELD);
-        sb_relay_update_interest(d, c);
+    int n = d->round.held.count;
+    d->round.held.count = 0; /* all leave it, in the order they were held */
+    for (int i = 0; i < n; i++) {
+        sb_peer *c = d->round.held.at[i];
+        sb_client_enter(d, c, c->in_eof ? SB_CLIENT_ENDING : SB_CLIENT_OPEN);
         sb_relay_mark_ready(d, c);
     }
-    d->held_count = 0;
-}
-
-/* Closing is deferred to the end of the dispatch round, so no handler ever
- * runs on a peer that was freed under it (redis's freeClientAsync). */
-void sb_relay_doom(sb_bus *d, sb_peer *p) {
-    if (p->doomed)
-        return;
-    p->doomed = true;
-    d->doomed[d->doomed_count++] = p;
-    sb_relay_update_interest(d, p);
 }
 
 /* Every input paused on `out` resumes (SB-7.3.1-3). */
@@ -116,7 +45,7 @@ void sb_relay_release_waiters(sb_bus *d, sb_peer *out) {
         sb_peer *p = &d->workers[i].peer;
         if (p->blocked_on == out) {
             p->blocked_on = NULL;
-            sb_relay_update_interest(d, p);
+            sb_watch_update(d, p);
             sb_relay_mark_ready(d, p);
         }
     }
@@ -124,7 +53,7 @@ void sb_relay_release_waiters(sb_bus *d, sb_peer *out) {
         sb_peer *p = &d->clients[i];
         if (p->kind == SB_PEER_CLIENT && p->blocked_on == out) {
             p->blocked_on = NULL;
-            sb_relay_update_interest(d, p);
+            sb_watch_update(d, p);
             sb_relay_mark_ready(d, p);
         }
     }
@@ -135,14 +64,12 @@ void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full) {
         p->full_since_ms = sb_now_ms(); /* SB-7.3.1-2 */
         sb_bus_arm(d, p, SB_TIMER_FULL,
                    p->full_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
-        d->full_outputs++;
         sb_warn(p->name,
                 "output queue over max_output_queue (%zu bytes queued): pausing its inputs",
                 sb_outq_len(&p->out));
     } else if (!full && p->full_since_ms) {
         p->full_since_ms = 0;
         sb_bus_disarm(d, p, SB_TIMER_FULL);
-        d->full_outputs--;
         sb_info(p->name, "output queue drained below max_output_queue: resuming its inputs");
         sb_relay_release_waiters(d, p);
     }
@@ -158,7 +85,6 @@ void sb_relay_close_stdin(sb_bus *d, sb_peer *p) {
     if (p->full_since_ms) {
         p->full_since_ms = 0;
         sb_bus_disarm(d, p, SB_TIMER_FULL);
-        d->full_outputs--;
     }
     sb_relay_release_waiters(d, p);
 }
@@ -168,7 +94,7 @@ void sb_relay_stdin_lost(sb_bus *d, sb_peer *p) {
         return;
     sb_relay_close_stdin(d, p);
     sb_router_set_running(&d->router, p->index, false);
-    d->stdin_lost[d->stdin_lost_count++] = p; /* supervision decides at the end of the round */
+    sb_list_push(&d->round.stdin_lost, p); /* supervision decides at the end of the round */
     sb_debug(p->name, "its stdin pipe closed");
 }
 
@@ -178,7 +104,7 @@ static void output_failed(sb_bus *d, sb_peer *p, int rc) {
     } else {
         sb_info(p->name, "client went away (%s)",
                 rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
-        sb_relay_doom(d, p);
+        sb_client_doom(d, p);
     }
 }
 
@@ -199,7 +125,7 @@ void sb_relay_recount(sb_bus *d, sb_peer *c) {
  * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
  * or interleaved (SB-I-26): each is appended whole behind the last. */
 void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from) {
-    if (p->doomed || p->out_fd < 0)
+    if (p->state == SB_CLIENT_DOOMED || p->out_fd < 0)
         return;
     if (len >= SB_DIRECT_WRITE_MIN && sb_outq_len(&p->out) == 0) {
         int rc = sb_outq_send(&p->out, p->out_fd, line, len);
@@ -208,7 +134,7 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
             return;
         }
         if (rc == STDIO_BUS_EAGAIN)
-            sb_relay_update_interest(d, p);
+            sb_watch_update(d, p);
     } else {
         if (sb_outq_push(&p->out, line, len) < 0) {
             output_failed(d, p, STDIO_BUS_ERR);
@@ -216,7 +142,7 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
         }
         if (!p->dirty) {
             p->dirty = true;
-            d->dirty[d->dirty_count++] = p;
+            sb_list_push(&d->round.dirty, p);
         }
     }
     if (d->limits->max_client_memory && p->kind == SB_PEER_CLIENT)
@@ -226,29 +152,35 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
         if (from && !from->blocked_on && from != p) {
             from->blocked_on = p;
             p->waiters++;
-            sb_relay_update_interest(d, from);
+            sb_watch_update(d, from);
         }
     }
 }
 
+/* The one writable-fd path, for every peer. */
+bool sb_relay_write(sb_bus *d, sb_peer *p) {
+    int rc = sb_outq_flush(&p->out, p->out_fd);
+    if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
+        output_failed(d, p, rc);
+        return false;
+    }
+    if (!sb_outq_over(&p->out))
+        sb_relay_set_full(d, p, false); /* SB-7.3.1-3 */
+    sb_watch_update(d, p);
+    sb_relay_close_if_flushed(d, p);
+    return true;
+}
+
 /* Writes what each output gathered this round. */
 void sb_relay_flush(sb_bus *d) {
-    for (int i = 0; i < d->dirty_count; i++) {
-        sb_peer *p = d->dirty[i];
+    for (int i = 0; i < d->round.dirty.count; i++) {
+        sb_peer *p = d->round.dirty.at[i];
         p->dirty = false;
-        if (p->kind == SB_PEER_FREE || p->doomed || p->out_fd < 0)
+        if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED || p->out_fd < 0)
             continue;
-        int rc = sb_outq_flush(&p->out, p->out_fd);
-        if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-            output_failed(d, p, rc);
-            continue;
-        }
-        if (!sb_outq_over(&p->out))
-            sb_relay_set_full(d, p, false);
-        sb_relay_update_interest(d, p);
-        sb_relay_close_if_flushed(d, p);
+        sb_relay_write(d, p);
     }
-    d->dirty_count = 0;
+    d->round.dirty.count = 0;
 }
 
 /* The error reply of SB-X-8 to the sender of a request, client or worker. */
@@ -273,11 +205,10 @@ void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_l
 }
 
 /* SB-I-52: likewise a worker's request that is not forwarded to its client. */
-static void answer_worker(sb_bus *d, sb_worker *w, const sb_fields *f, const char *why) {
-    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || w->peer.out_fd < 0)
+static void answer_worker(sb_bus *d, sb_peer *w, const sb_fields *f, const char *why) {
+    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || w->out_fd < 0)
         return;
-    send_error_to(d, &w->peer, f->id.raw, f->id.raw_len, f->session_id.raw, f->session_id.raw_len,
-                  why);
+    send_error_to(d, w, f->id.raw, f->id.raw_len, f->session_id.raw, f->session_id.raw_len, why);
 }
 
 /* ---- routing ------------------------------------------------------------ */
@@ -309,7 +240,7 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         return false;
     case SB_ROUTE_REJECT: /* SB-4.3-1, SB-4.3-2 */
         sb_warn(c->name, "malformed input (%s): closing the client", sb_router_why(r.why));
-        sb_relay_doom(d, c);
+        sb_client_doom(d, c);
         return true;
     case SB_ROUTE_DROP:
         format_tokens(&r.fields, tokens, sizeof tokens);
@@ -331,19 +262,18 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
                                 r.fields.session_id.raw_len, sb_router_why(r.why));
         return true;
     case SB_ROUTE_TO_WORKER: {
-        sb_worker *w = &d->workers[r.target];
+        sb_peer *w = &d->workers[r.target].peer;
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(c->name, "-> %s:%s%s", w->peer.name, tokens,
-                     r.new_session ? " (new session)" : "");
+            sb_debug(c->name, "-> %s:%s%s", w->name, tokens, r.new_session ? " (new session)" : "");
         }
         if (r.new_binding) /* SB-X-11 */
-            sb_info(c->name, "bound to %s (affinity)", w->peer.name);
+            sb_info(c->name, "bound to %s (affinity)", w->name);
         if (c->share_warned && r.is_request) { /* SB-I-51: the episode is over */
             c->share_warned = false;
             sb_info(c->name, "back within its share of the pending request table");
         }
-        sb_relay_send(d, &w->peer, line, len, c); /* SB-5.1.1-3: the bytes as received */
+        sb_relay_send(d, w, line, len, c); /* SB-5.1.1-3: the bytes as received */
         return true;
     }
     case SB_ROUTE_TO_CLIENT:
@@ -353,8 +283,8 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
 }
 
 /* Returns SB_WHY_NONE, or the reason the line is malformed (5.3). */
-static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line, size_t len) {
-    sb_route r = sb_router_from_worker(&d->router, w->id, line, len);
+static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, size_t len) {
+    sb_route r = sb_router_from_worker(&d->router, w->index, line, len);
     char tokens[200];
     switch (r.action) {
     case SB_ROUTE_IGNORE:
@@ -366,7 +296,7 @@ static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line,
         if (r.why == SB_WHY_UPSTREAM_SHARE || r.why == SB_WHY_UPSTREAM_FULL) {
             sb_peer *c = &d->clients[r.target]; /* SB-I-52: one warning per episode */
             if (!c->upstream_warned)
-                sb_warn(w->peer.name,
+                sb_warn(w->name,
                         "discarding request:%s to %s: %s: its requests to that client are "
                         "discarded until it answers some",
                         tokens, c->name, sb_router_why(r.why));
@@ -374,23 +304,23 @@ static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line,
             answer_worker(d, w, &r.fields, sb_router_why(r.why));
             break;
         }
-        sb_warn(w->peer.name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
-        if (r.why == SB_WHY_CLIENT_GONE && d->held_count)
-            sb_relay_release_held(d); /* an orphan's id is free again */
+        sb_warn(w->name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+        if (r.why == SB_WHY_CLIENT_GONE && d->round.held.count)
+            d->reoffer_held = true; /* an orphan's id is free again */
         break;
     case SB_ROUTE_TO_CLIENT: {
         sb_peer *c = &d->clients[r.target];
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(w->peer.name, "-> %s:%s", c->name, tokens);
+            sb_debug(w->name, "-> %s:%s", c->name, tokens);
         }
         if (c->upstream_warned && r.fields.method.type && r.fields.id.type) {
             c->upstream_warned = false; /* SB-I-52: a request to it was recorded again */
             sb_info(c->name, "owes answers to fewer worker requests than its share again");
         }
-        sb_relay_send(d, c, line, len, &w->peer); /* SB-4.2.3-3: pass-through */
-        if (d->held_count && (r.fields.result.type || r.fields.error.type))
-            sb_relay_release_held(d); /* a pending id is free again */
+        sb_relay_send(d, c, line, len, w); /* SB-4.2.3-3: pass-through */
+        if (d->round.held.count && (r.fields.result.type || r.fields.error.type))
+            d->reoffer_held = true; /* a pending id is free again */
         break;
     }
     case SB_ROUTE_TO_WORKER:
@@ -400,25 +330,18 @@ static sb_route_why route_from_worker(sb_bus *d, sb_worker *w, const char *line,
     return SB_WHY_NONE;
 }
 
-static void client_overflow(sb_bus *d, sb_peer *c) {
-    /* SB-7.3.2-1, SB-7.3.2-2 */
-    sb_error(c->name, "line longer than max_input_buffer (%zu bytes): closing the client",
-             d->limits->max_input_buffer);
-    sb_relay_doom(d, c);
-}
-
 static sb_relay_verdict verdict(sb_relay_event event, sb_route_why why) {
-    sb_relay_verdict v = {event, why};
+    sb_relay_verdict v = {event, why, 0};
     return v;
 }
 
 sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
     const char *line;
     long n;
-    if (p->held_since_ms || p->closing_since_ms)
+    if (p->state == SB_CLIENT_HELD || p->state == SB_CLIENT_CLOSING)
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-45: its next line waits; SB-X-14 */
-    while (!p->blocked_on && !p->doomed) {
-        if (p->kind == SB_PEER_WORKER && ((sb_worker *)p)->muted)
+    while (!p->blocked_on && p->state != SB_CLIENT_DOOMED) {
+        if (p->kind == SB_PEER_WORKER && !p->routable)
             break; /* a failed worker's further output is not routed */
         if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING &&
             d->phase != SB_PHASE_LINGER)
@@ -426,20 +349,16 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
         n = sb_frame_next(&p->in, &line);
         if (n == STDIO_BUS_EAGAIN)
             break;
-        if (n == STDIO_BUS_EFULL) {
-            if (p->kind == SB_PEER_WORKER)
-                return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
-            client_overflow(d, p);
-            break;
-        }
+        if (n == STDIO_BUS_EFULL)
+            return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
         if (p->kind == SB_PEER_CLIENT) {
             if (!route_from_client(d, p, line, (size_t)n)) {
                 sb_frame_unread(&p->in, (size_t)n);
-                hold_client(d, p);
+                sb_client_enter(d, p, SB_CLIENT_HELD);
                 break;
             }
         } else {
-            sb_route_why why = route_from_worker(d, (sb_worker *)p, line, (size_t)n);
+            sb_route_why why = route_from_worker(d, p, line, (size_t)n);
             if (why != SB_WHY_NONE)
                 return verdict(SB_RELAY_MALFORMED, why);
         }
@@ -454,17 +373,10 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     errno = 0;
     char *space = sb_frame_space(&p->in, &avail);
     if (!space) {
-        if (errno == ENOMEM) {
-            sb_error(p->name, "out of memory for its input buffer");
-            if (p->kind == SB_PEER_WORKER)
-                return verdict(SB_RELAY_NOMEM, SB_WHY_NONE);
-            sb_relay_doom(d, p);
-        } else {
-            if (p->kind == SB_PEER_WORKER)
-                return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
-            client_overflow(d, p);
-        }
-        return verdict(SB_RELAY_OK, SB_WHY_NONE);
+        if (errno != ENOMEM)
+            return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
+        sb_error(p->name, "out of memory for its input buffer");
+        return verdict(SB_RELAY_NOMEM, SB_WHY_NONE);
     }
     ssize_t got;
     do
@@ -473,11 +385,9 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     if (got < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return verdict(SB_RELAY_OK, SB_WHY_NONE);
-        if (p->kind == SB_PEER_WORKER)
-            return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
-        sb_info(p->name, "read failed (%s): client gone", strerror(errno));
-        sb_relay_doom(d, p);
-        return verdict(SB_RELAY_OK, SB_WHY_NONE);
+        sb_relay_verdict v = verdict(SB_RELAY_READ_FAILED, SB_WHY_NONE);
+        v.err = errno;
+        return v;
     }
     if (got == 0)
         return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
@@ -486,16 +396,14 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
         p->active = true;
         if (d->limits->max_client_memory)
             sb_relay_recount(d, p); /* SB-X-17: its input buffer may have grown */
-        if (!d->next_sweep_ms) {
-            d->next_sweep_ms = sb_now_ms() + SB_IDLE_SWEEP_MS;
-            sb_timers_arm(&d->timers, SB_TIMER_SWEEP, d->next_sweep_ms);
-        }
+        if (!sb_timers_armed(&d->timers, SB_TIMER_SWEEP))
+            sb_timers_arm(&d->timers, SB_TIMER_SWEEP, sb_now_ms() + SB_IDLE_SWEEP_MS);
     }
     return sb_relay_process(d, p);
 }
 
 /* A closing client whose output queue is empty is closed now. */
 void sb_relay_close_if_flushed(sb_bus *d, sb_peer *c) {
-    if (c->closing_since_ms && c->kind == SB_PEER_CLIENT && sb_outq_len(&c->out) == 0)
-        sb_relay_doom(d, c);
+    if (c->state == SB_CLIENT_CLOSING && sb_outq_len(&c->out) == 0)
+        sb_client_doom(d, c);
 }

@@ -6,38 +6,37 @@
 #define SB_RELAY_H
 
 #include "bus.h"
+#include "watch.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 
-/* What the relay leaves to the peer's owner (worker supervision or the
- * client connections), instead of calling up into it. A client's malformed
- * or overlong line, a failed read from a client, and a failed write to any
- * peer are handled here. */
+/* What the relay leaves to the peer's owner (worker supervision,
+ * sb_supervise_verdict, or the client connections, sb_clients_verdict),
+ * instead of calling up into it: one convention for both kinds. A client's
+ * malformed line (4.3) and a failed write to any peer are handled here. */
 typedef enum {
     SB_RELAY_OK = 0,
-    SB_RELAY_ENDED,     /* its input ended: EOF, or a worker's stdout failed */
-    SB_RELAY_MALFORMED, /* a worker's line is not a JSON-RPC message (5.3): see why */
-    SB_RELAY_OVERFLOW,  /* a worker's line is longer than max_input_buffer (7.3.2) */
-    SB_RELAY_NOMEM      /* no memory for a worker's input buffer */
+    SB_RELAY_ENDED,       /* its input ended (EOF) */
+    SB_RELAY_READ_FAILED, /* reading its input failed: see err */
+    SB_RELAY_MALFORMED,   /* a worker's line is not a JSON-RPC message (5.3): see why */
+    SB_RELAY_OVERFLOW,    /* a line longer than max_input_buffer (7.3.2) */
+    SB_RELAY_NOMEM        /* no memory for its input buffer (logged) */
 } sb_relay_event;
 
 typedef struct {
     sb_relay_event event;
     sb_route_why why; /* SB_RELAY_MALFORMED: the router's reason */
+    int err;          /* SB_RELAY_READ_FAILED: errno */
 } sb_relay_verdict;
 
-/* Watches p's fds for what it may do now: read unless paused, held,
- * closing or (clients) shut down; write while its queue holds bytes. */
-void sb_relay_update_interest(sb_bus *d, sb_peer *p);
-bool sb_relay_park_if_paused(sb_bus *d, sb_peer *p, int fd, short revents);
 /* Puts p on the ready list: its buffered lines are routed at the end of
  * the round. */
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p);
-void sb_relay_unhold(sb_bus *d, sb_peer *c);
+/* Every held client leaves SB_CLIENT_HELD and is put on the ready list to
+ * offer its line again (SB-I-45); called at the end of the round when
+ * d->reoffer_held says an id was freed or the running workers changed. */
 void sb_relay_release_held(sb_bus *d);
-/* Closes p at the end of the round (clients) / stops routing from it. */
-void sb_relay_doom(sb_bus *d, sb_peer *p);
 void sb_relay_release_waiters(sb_bus *d, sb_peer *out);
 void sb_relay_set_full(sb_bus *d, sb_peer *p, bool full);
 /* Closes a worker's stdin: nothing more goes to it, what was queued for it
@@ -55,7 +54,14 @@ void sb_relay_recount(sb_bus *d, sb_peer *c);
 /* Queues one line for p; from (may be NULL) is paused when p's queue goes
  * over its cap. */
 void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from);
-/* Writes what each output gathered this round. */
+/* The one writable-fd path, for every peer: p's output fd is writable
+ * (POLLOUT), or p gathered bytes this round. Writes what the fd takes; a
+ * failed write ends p's output (a worker's stdin is lost, a client is
+ * closed); an output back under its cap resumes the inputs paused on it
+ * (SB-7.3.1-3); POLLOUT is watched while bytes remain; a closing client
+ * whose output is written is closed (SB-X-14). */
+bool sb_relay_write(sb_bus *d, sb_peer *p); /* false: the write failed */
+/* sb_relay_write for each output that gathered bytes this round. */
 void sb_relay_flush(sb_bus *d);
 void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_len, const char *sid,
                          size_t sid_len, const char *why);

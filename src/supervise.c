@@ -11,12 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void on_worker_event(void *data, int fd, short revents);
+static void on_worker_event(sb_loop *l, void *data, int fd, short revents);
 
 /* ---- workers -------------------------------------------------------- */
 
-static void on_worker_stderr(void *data, int fd, short revents);
-static bool affinity_worker_exited(sb_bus *d, sb_worker *w);
+static void on_worker_stderr(sb_loop *l, void *data, int fd, short revents);
 
 /* Appendix B, the one place a worker's state changes:
  *   STOPPED -> STARTING        spawn (fork/exec in progress)
@@ -24,6 +23,13 @@ static bool affinity_worker_exited(sb_bus *d, sb_worker *w);
  *   STARTING -> STOPPED        no process could be started
  *   RUNNING -> STOPPING        failed (5.3), its client left (SB-X-16), shutdown (10.2)
  *   RUNNING, STOPPING -> STOPPED   exited and reaped (7.1.2) */
+/* What the relay needs of a worker's state and muting: whether its lines
+ * are read and routed. */
+static void set_routable(sb_worker *w) {
+    w->peer.routable =
+        !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
+}
+
 static void enter(sb_worker *w, sb_worker_state to) {
     static const unsigned char allowed[] = {
         [SB_WORKER_STARTING] = 1u << SB_WORKER_RUNNING | 1u << SB_WORKER_STOPPED,
@@ -35,11 +41,13 @@ static void enter(sb_worker *w, sb_worker_state to) {
         sb_error(w->peer.name, "state %s -> %s is not a transition of Appendix B",
                  sb_worker_state_name(w->state), sb_worker_state_name(to));
     w->state = to;
+    set_routable(w);
 }
 
-/* Sets one of the worker's deadlines and its timer; 0 = none. */
-static void schedule(sb_bus *d, sb_worker *w, int which, int64_t *field, int64_t at) {
-    *field = at;
+/* Sets one of the worker's deadlines (its timer, where it is stored);
+ * 0 = none. A timer that fires is due: it is disarmed when what it waits
+ * for is over. */
+static void schedule(sb_bus *d, sb_worker *w, int which, int64_t at) {
     if (at)
         sb_bus_arm(d, &w->peer, which, at);
     else
@@ -47,30 +55,27 @@ static void schedule(sb_bus *d, sb_worker *w, int which, int64_t *field, int64_t
 }
 
 void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at) {
-    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, at);
+    schedule(d, w, SB_TIMER_RESTART, at);
 }
 
 void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
     switch (which) {
     case SB_TIMER_RESTART:
-        if (!w->restart_at_ms || d->phase >= SB_PHASE_DRAINING)
+        if (d->phase >= SB_PHASE_DRAINING)
             break;
         if (sb_supervise_spawn(d, w) < 0 && w->pid <= 0) {
             /* exec failed: count it as an exit of this slot */
             long delay = sb_restart_decide(&w->restarts, d->limits, now);
             if (delay < 0) {
                 w->given_up = true;
-                schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+                schedule(d, w, SB_TIMER_RESTART, 0);
                 sb_error(w->peer.name, "not restarting: max_restarts reached");
             } else {
-                schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, now + delay);
+                schedule(d, w, SB_TIMER_RESTART, now + delay);
             }
         }
         break;
     case SB_TIMER_LOST:
-        if (!w->lost_ms)
-            break;
-        w->lost_ms = 0;
         if (w->pid > 0 && w->state == SB_WORKER_RUNNING) { /* SB-I-39, SB-I-46 */
             if (w->lost_stdout)
                 sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "closed its stdout");
@@ -79,9 +84,6 @@ void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
         }
         break;
     case SB_TIMER_KILL:
-        if (!w->kill_at_ms)
-            break;
-        w->kill_at_ms = 0;
         if (w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
             sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
             sb_worker_signal(w, SIGKILL);
@@ -117,7 +119,7 @@ void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
 }
 
 int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
-    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+    schedule(d, w, SB_TIMER_RESTART, 0);
     enter(w, SB_WORKER_STARTING);
     if (sb_worker_start(w) < 0) {
         enter(w, SB_WORKER_STOPPED);
@@ -134,8 +136,8 @@ int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
         return STDIO_BUS_ERR;
     }
     sb_router_set_running(&d->router, w->id, true);
-    if (d->held_count)
-        sb_relay_release_held(d); /* SB-I-45: one more worker to go to */
+    if (d->round.held.count)
+        d->reoffer_held = true; /* SB-I-45: one more worker to go to */
     return STDIO_BUS_OK;
 }
 
@@ -160,7 +162,8 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     if (w->state == SB_WORKER_STOPPING) { /* already failed once; maybe now mute it */
         if (output == SB_MUTE_OUTPUT) {
             w->muted = true;
-            sb_relay_update_interest(d, &w->peer);
+            set_routable(w);
+            sb_watch_update(d, &w->peer);
         }
         return;
     }
@@ -174,15 +177,14 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     w->muted = output == SB_MUTE_OUTPUT;
     sb_router_set_running(&d->router, w->id, false);
     invalidate_sessions(d, w);
-    if (d->held_count)
-        sb_relay_release_held(d); /* SB-I-45: fewer workers to wait for */
+    if (d->round.held.count)
+        d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
     enter(w, SB_WORKER_STOPPING);
-    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
-             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
+    schedule(d, w, SB_TIMER_KILL, sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
     if (w->peer.out_fd >= 0)
         sb_relay_close_stdin(d, &w->peer); /* nothing more goes to it */
-    sb_relay_update_interest(d, &w->peer);
+    sb_watch_update(d, &w->peer);
 }
 
 /* The worker's stdin broke (EPIPE, or POLLHUP/POLLERR on the pipe). Almost
@@ -192,16 +194,16 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
 #define SB_STDIN_LOST_GRACE_MS 1000
 
 void sb_supervise_stdin_lost(sb_bus *d) {
-    for (int i = 0; i < d->stdin_lost_count; i++) {
-        sb_worker *w = (sb_worker *)d->stdin_lost[i];
+    for (int i = 0; i < d->round.stdin_lost.count; i++) {
+        sb_worker *w = (sb_worker *)d->round.stdin_lost.at[i];
         /* out_fd >= 0: the slot has a new process since (SB-X-15) */
         if (w->peer.out_fd < 0 && w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
-            !w->lost_ms) {
-            schedule(d, w, SB_TIMER_LOST, &w->lost_ms, sb_now_ms() + SB_STDIN_LOST_GRACE_MS);
+            !sb_timers_armed(&d->timers, sb_bus_timer(d, &w->peer, SB_TIMER_LOST))) {
+            schedule(d, w, SB_TIMER_LOST, sb_now_ms() + SB_STDIN_LOST_GRACE_MS);
             w->lost_stdout = false;
         }
     }
-    d->stdin_lost_count = 0;
+    d->round.stdin_lost.count = 0;
 }
 
 /* A worker's stdout at EOF: how long its exit may take to be seen before
@@ -220,8 +222,9 @@ void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w) {
     close(p->in_fd);
     p->in_fd = -1;
     sb_router_set_running(&d->router, w->id, false);
-    if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING && !w->lost_ms) {
-        schedule(d, w, SB_TIMER_LOST, &w->lost_ms, sb_now_ms() + SB_STDOUT_LOST_GRACE_MS);
+    if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
+        !sb_timers_armed(&d->timers, sb_bus_timer(d, p, SB_TIMER_LOST))) {
+        schedule(d, w, SB_TIMER_LOST, sb_now_ms() + SB_STDOUT_LOST_GRACE_MS);
         w->lost_stdout = true;
     }
 }
@@ -231,6 +234,7 @@ void sb_supervise_verdict(sb_bus *d, sb_worker *w, sb_relay_verdict v) {
     case SB_RELAY_OK:
         break;
     case SB_RELAY_ENDED:
+    case SB_RELAY_READ_FAILED: /* its stdout failed: as at EOF */
         sb_supervise_stdout_eof(d, w);
         break;
     case SB_RELAY_MALFORMED: /* SB-5.3 */
@@ -269,12 +273,12 @@ static void drain_at_exit(sb_bus *d, sb_worker *w) {
     if (p->in_fd < 0)
         return;
     size_t left = sb_worker_pipe_pending(p->in_fd);
-    while (left > 0 && !w->muted && !p->blocked_on && !p->doomed) {
+    while (left > 0 && !w->muted && !p->blocked_on) {
         size_t avail;
         char *space = sb_frame_space(&p->in, &avail);
         if (!space) {
             if (errno != ENOMEM)
-                sb_supervise_verdict(d, w, (sb_relay_verdict){SB_RELAY_OVERFLOW, SB_WHY_NONE});
+                sb_supervise_verdict(d, w, (sb_relay_verdict){SB_RELAY_OVERFLOW, SB_WHY_NONE, 0});
             return;
         }
         ssize_t got;
@@ -320,13 +324,13 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     int discarded = sb_router_drop_worker(&d->router, w->id, discard_orphan, &oc);
     if (discarded)
         sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
-    if (d->held_count)
-        sb_relay_release_held(d); /* SB-I-45: its ids are free */
+    if (d->round.held.count)
+        d->reoffer_held = true; /* SB-I-45: its ids are free */
     w->pid = -1;
-    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms, 0);
-    schedule(d, w, SB_TIMER_LOST, &w->lost_ms, 0);
+    schedule(d, w, SB_TIMER_KILL, 0);
+    schedule(d, w, SB_TIMER_LOST, 0);
 
-    if (affinity_worker_exited(d, w))
+    if (sb_supervise_affinity_exited(d, w))
         return; /* SB-X-15: a per-connection slot waits for its next connection */
     if (d->phase >= SB_PHASE_DRAINING)
         return;
@@ -340,38 +344,30 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
                  d->limits->restart_window_sec, d->limits->max_restarts);
         return;
     }
-    schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, sb_now_ms() + delay);
+    schedule(d, w, SB_TIMER_RESTART, sb_now_ms() + delay);
     sb_warn(w->peer.name, "restarting in %ld ms", delay);
 }
 
-static void on_worker_event(void *data, int fd, short revents) {
+static void on_worker_event(sb_loop *l, void *data, int fd, short revents) {
     sb_worker *w = data;
-    sb_bus *d = sb_bus_self;
+    sb_bus *d = sb_bus_of_loop(l);
     sb_peer *p = &w->peer;
     if (fd == p->out_fd) {
         if (revents & (POLLERR | POLLHUP)) {
             sb_relay_stdin_lost(d, &w->peer);
             return;
         }
-        if (revents & POLLOUT) {
-            int rc = sb_outq_flush(&p->out, p->out_fd);
-            if (rc == STDIO_BUS_EOF || rc == STDIO_BUS_ERR) {
-                sb_relay_stdin_lost(d, &w->peer);
-                return;
-            }
-            if (!sb_outq_over(&p->out))
-                sb_relay_set_full(d, p, false);
-            sb_relay_update_interest(d, p);
-        }
+        if (revents & POLLOUT)
+            sb_relay_write(d, p);
         return;
     }
-    if (fd == p->in_fd && !sb_relay_park_if_paused(d, p, fd, revents))
+    if (fd == p->in_fd && !sb_watch_park_if_paused(d, p, fd, revents))
         sb_supervise_verdict(d, w, sb_relay_read(d, p));
 }
 
-static void on_worker_stderr(void *data, int fd, short revents) {
+static void on_worker_stderr(sb_loop *l, void *data, int fd, short revents) {
     sb_worker *w = data;
-    sb_bus *d = sb_bus_self;
+    sb_bus *d = sb_bus_of_loop(l);
     (void)revents;
     if (sb_worker_relay_stderr(w, false) == STDIO_BUS_EOF) {
         sb_loop_del(&d->loop, fd);
@@ -420,79 +416,17 @@ void sb_supervise_reap(sb_bus *d) {
     }
 }
 
-/* ---- connection affinity (SB-X-10..SB-X-16) ------------------------ */
-
-/* SB-X-15: a connection to a per_connection pool gets a worker of its own,
- * spawned now, before its first line is read (as SB-I-38), in a slot whose
- * last process has been reaped. Returns false when there is none (every
- * slot in use, or the spawn failed): the caller closes the connection. */
-bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
-    if (d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
-        return true;
-    for (int i = 0; i < d->worker_count; i++) {
-        sb_worker *w = &d->workers[i];
-        if (w->pid > 0)
-            continue;
-        if (sb_supervise_spawn(d, w) < 0) {
-            sb_warn(c->name, "refused: its worker could not be started");
-            return false;
-        }
-        sb_affinity_bind(&d->router.affinity, c->index, w->id);
-        sb_info(c->name, "bound to %s, started for it", w->peer.name);
-        return true;
-    }
-    sb_warn(c->name, "refused: all %d worker(s) of the per_connection pool are in use",
-            d->worker_count);
-    return false;
-}
-
-/* The client leaves: it is unbound, and (SB-X-16) its own worker is
- * stopped as at shutdown: stdin closed, SIGTERM, SIGKILL after
- * drain_timeout_sec. */
-void sb_supervise_detach(sb_bus *d, sb_peer *c) {
-    if (d->cfg->affinity == SB_AFFINITY_NONE)
-        return;
-    int id = sb_affinity_unbind(&d->router.affinity, c->index);
-    if (id < 0 || d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
-        return;
-    sb_worker *w = &d->workers[id];
+/* SB-X-16: the worker's own client left: it is stopped as at shutdown:
+ * stdin closed, SIGTERM, SIGKILL after drain_timeout_sec. */
+void sb_supervise_stop_own_worker(sb_bus *d, sb_worker *w) {
     if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
         return; /* already on its way out */
     sb_info(w->peer.name, "its client left: stopping it");
     enter(w, SB_WORKER_STOPPING);
     sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
-    schedule(d, w, SB_TIMER_KILL, &w->kill_at_ms,
-             sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
+    schedule(d, w, SB_TIMER_KILL, sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
-    sb_relay_update_interest(d, &w->peer);
-}
-
-/* SB-X-14: a worker's exit ends the connections bound to it, whose server
- * state is gone with it (as the MCP stdio transport ends when its server
- * dies). What the worker wrote before exiting has been routed (SB-I-40):
- * the client is no longer read, and is closed once its output queue is
- * written, or after drain_timeout_sec. At shutdown the connections stay
- * until the end (SB-I-21). Returns true for a per_connection slot, which
- * is not restarted (SB-X-15). */
-static bool affinity_worker_exited(sb_bus *d, sb_worker *w) {
-    if (d->cfg->affinity == SB_AFFINITY_NONE)
-        return false;
-    int client;
-    while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
-        sb_affinity_unbind(&d->router.affinity, client);
-        sb_peer *c = &d->clients[client];
-        if (d->phase >= SB_PHASE_DRAINING || c->doomed || c->closing_since_ms)
-            continue;
-        sb_warn(c->name, "its worker %d exited: closing the connection once its output is written",
-                w->id);
-        c->closing_since_ms = sb_now_ms();
-        sb_bus_arm(d, c, SB_TIMER_CLOSING,
-                   c->closing_since_ms + (int64_t)d->limits->drain_timeout_sec * 1000);
-        sb_relay_update_interest(d, c);
-        if (!c->dirty)
-            sb_relay_close_if_flushed(d, c);
-    }
-    return w->pool->per_connection;
+    sb_watch_update(d, &w->peer);
 }
 
 /* SB-I-53: requests of departed clients stay until their worker answers
@@ -539,7 +473,7 @@ void sb_supervise_kill_remaining(sb_bus *d) {
 void sb_supervise_stop_all(sb_bus *d) {
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
-        schedule(d, w, SB_TIMER_RESTART, &w->restart_at_ms, 0);
+        schedule(d, w, SB_TIMER_RESTART, 0);
         if (w->pid <= 0)
             continue;
         if (w->state == SB_WORKER_RUNNING)
@@ -550,6 +484,6 @@ void sb_supervise_stop_all(sb_bus *d) {
                 d, &w->peer); /* its queue is dropped too, and no longer counts as full */
         sb_worker_signal(w, SIGTERM);
         sb_info(w->peer.name, "SIGTERM sent");
-        sb_relay_update_interest(d, &w->peer);
+        sb_watch_update(d, &w->peer);
     }
 }

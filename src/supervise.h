@@ -26,8 +26,14 @@ void sb_supervise_reap(sb_bus *d);
 void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at);
 /* A worker's timer (SB_TIMER_RESTART, _KILL, _LOST, _FULL) fired. */
 void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now);
+/* supervise_affinity.c (SB-X-10..SB-X-16) */
 bool sb_supervise_attach(sb_bus *d, sb_peer *c);
 void sb_supervise_detach(sb_bus *d, sb_peer *c);
+/* SB-X-14: ends the connections bound to w, which exited; true for a
+ * per_connection slot, which is not restarted (SB-X-15). */
+bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w);
+/* supervise.c: SB-X-16, w's own client left. */
+void sb_supervise_stop_own_worker(sb_bus *d, sb_worker *w);
 /* SB-I-53: while the requests of departed clients are over their budget,
  * fails (5.3) the running worker that holds the most of them. */
 void sb_supervise_shed_orphans(sb_bus *d);

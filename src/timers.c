@@ -48,8 +48,8 @@ void sb_timers_disarm(sb_timers *t, int id) {
     t->slot[id] = -1;
 }
 
-bool sb_timers_armed(const sb_timers *t, int id) {
-    return id < t->cap && t->slot[id] >= 0;
+int64_t sb_timers_deadline(const sb_timers *t, int id) {
+    return sb_timers_armed(t, id) ? t->at[id] : 0;
 }
 
 int64_t sb_timers_next(const sb_timers *t) {

@@ -26,7 +26,11 @@ void sb_timers_fini(sb_timers *t);
 /* Arms timer id to expire at `at` (ms), replacing its deadline if armed. */
 void sb_timers_arm(sb_timers *t, int id, int64_t at);
 void sb_timers_disarm(sb_timers *t, int id);
-bool sb_timers_armed(const sb_timers *t, int id);
+static inline bool sb_timers_armed(const sb_timers *t, int id) {
+    return id < t->cap && t->slot[id] >= 0;
+}
+/* Timer id's deadline, or 0 when it is not armed. */
+int64_t sb_timers_deadline(const sb_timers *t, int id);
 
 /* The earliest deadline armed, or INT64_MAX when none is. */
 int64_t sb_timers_next(const sb_timers *t);

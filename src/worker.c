@@ -75,11 +75,8 @@ int sb_worker_start(sb_worker *w) {
     w->stderr_fd = child.stderr_fd;
     w->stderr_len = 0;
     w->peer.in_eof = false;
-    w->peer.doomed = false;
     w->peer.blocked_on = NULL;
     w->peer.full_since_ms = 0;
-    w->kill_at_ms = 0;
-    w->lost_ms = 0;
     w->muted = false;
     sb_worker_name(w);
     sb_info(w->peer.name, "started %s", w->pool->resolved);

@@ -42,12 +42,9 @@ typedef struct {
     size_t relay_dropped;   /* stderr bytes dropped since last reported */
     long relay_dropped_lines;
     sb_restart_history restarts;
-    int64_t restart_at_ms; /* 0 = no restart scheduled */
-    int64_t kill_at_ms;    /* STOPPING: SIGKILL deadline; 0 = none */
-    int64_t lost_ms;       /* its stdin broke or its stdout ended: fail it if still alive then */
-    bool lost_stdout;      /* ... and it was its stdout (SB-I-46), not its stdin (SB-I-39) */
-    bool given_up;         /* max_restarts reached (SB-7.1.3-3) */
-    bool muted;            /* failed (5.3): its output is no longer routed */
+    bool lost_stdout; /* ... and it was its stdout (SB-I-46), not its stdin (SB-I-39) */
+    bool given_up;    /* max_restarts reached (SB-7.1.3-3) */
+    bool muted;       /* failed (5.3): its output is no longer routed */
     char env_id[48];
     char env_pool[320];
 } sb_worker;

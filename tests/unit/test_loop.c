@@ -29,10 +29,12 @@ typedef struct {
     int fd;
     short revents;
     void *data;
+    sb_loop *loop;
 } record;
 
-static void on_event(void *data, int fd, short revents) {
+static void on_event(sb_loop *l, void *data, int fd, short revents) {
     record *r = data;
+    r->loop = l;
     r->calls++;
     r->fd = fd;
     r->revents = revents;
@@ -68,6 +70,7 @@ Test(loop, readable_fd_dispatches_its_handler_with_its_data) {
     cr_assert_eq(rec.fd, p[0]);
     cr_assert(rec.revents & POLLIN);
     cr_assert_eq(rec.data, &rec);
+    cr_assert_eq(rec.loop, &loop, "a handler gets its loop (sb_bus_of_loop)");
     close(p[0]);
     close(p[1]);
 }
@@ -212,7 +215,8 @@ typedef struct {
     int calls;
 } deleter;
 
-static void delete_other(void *data, int fd, short revents) {
+static void delete_other(sb_loop *l, void *data, int fd, short revents) {
+    cr_assert_eq(l, &loop, "a handler gets its loop");
     (void)revents;
     deleter *d = data;
     cr_assert_eq(fd, d->own_fd);
@@ -252,7 +256,8 @@ typedef struct {
     int calls;
 } replacer;
 
-static void replace_other(void *data, int fd, short revents) {
+static void replace_other(sb_loop *l, void *data, int fd, short revents) {
+    cr_assert_eq(l, &loop, "a handler gets its loop");
     (void)fd;
     (void)revents;
     replacer *r = data;
@@ -306,7 +311,8 @@ Test(loop, re_registered_fd_does_not_get_the_stale_event) {
     close(rep.fresh_wr);
 }
 
-static void reregister_self(void *data, int fd, short revents) {
+static void reregister_self(sb_loop *l, void *data, int fd, short revents) {
+    cr_assert_eq(l, &loop, "a handler gets its loop");
     (void)revents;
     replacer *r = data;
     r->calls++;
@@ -340,7 +346,8 @@ typedef struct {
     int added_count;
 } adder;
 
-static void add_many(void *data, int fd, short revents) {
+static void add_many(sb_loop *l, void *data, int fd, short revents) {
+    cr_assert_eq(l, &loop, "a handler gets its loop");
     (void)fd;
     (void)revents;
     adder *a = data;

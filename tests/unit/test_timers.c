@@ -79,3 +79,11 @@ Test(timers, disarming_keeps_the_others) {
     for (int id = 1; id < 16; id += 2)
         cr_assert_eq(sb_timers_take(&t, 5000), id);
 }
+
+Test(timers, deadline_is_that_of_an_armed_timer_else_zero) {
+    cr_assert_eq(sb_timers_deadline(&t, 3), 0);
+    sb_timers_arm(&t, 3, 70);
+    cr_assert_eq(sb_timers_deadline(&t, 3), 70);
+    sb_timers_disarm(&t, 3);
+    cr_assert_eq(sb_timers_deadline(&t, 3), 0, "a disarmed timer has no deadline");
+}

@@ -1,0 +1,58 @@
+/* The daemon's shared state: allocated once at start-up, freed at exit. */
+#include "bus.h"
+#include "bus_limits.h"
+#include "log.h"
+#include "status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
+    memset(d, 0, sizeof *d);
+    d->cfg = cfg;
+    d->limits = &cfg->limits;
+    d->mode = opt->mode;
+    d->listener.fd = -1;
+    d->listener.spare_fd = -1;
+    d->signal_fd = -1;
+    d->worker_count = cfg->worker_count;
+    d->workers = calloc((size_t)cfg->worker_count, sizeof *d->workers);
+    d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
+    d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
+    if (!d->workers || !d->clients || !d->free_clients ||
+        sb_round_init(&d->round, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
+        sb_loop_init(&d->loop) < 0 ||
+        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
+        sb_router_set_affinity(&d->router, cfg->affinity) < 0 ||
+        sb_timers_init(&d->timers,
+                       SB_TIMER_PEERS + SB_TIMERS_PER_PEER *
+                                            (cfg->worker_count + STDIO_BUS_MAX_CONNECTIONS)) < 0) {
+        sb_error(NULL, "out of memory at start-up");
+        return STDIO_BUS_ERR;
+    }
+    if (opt->mode == SB_MODE_STDIO) /* SB-I-51: the one client has no one to share with */
+        d->router.client_share = STDIO_BUS_MAX_PENDING_REQUESTS;
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
+        d->clients[i].in_fd = d->clients[i].out_fd = -1;
+        d->free_clients[i] = STDIO_BUS_MAX_CONNECTIONS - 1 - i; /* hand out slot 0 first */
+    }
+    d->free_count = STDIO_BUS_MAX_CONNECTIONS;
+    int id = 0;
+    for (int p = 0; p < cfg->pool_count; p++) /* SB-I-13: ids in config order */
+        for (int k = 0; k < cfg->pools[p].instances; k++, id++)
+            if (sb_worker_init(&d->workers[id], id, &cfg->pools[p], d->limits) < 0) {
+                sb_error(NULL, "out of memory at start-up");
+                return STDIO_BUS_ERR;
+            }
+    return STDIO_BUS_OK;
+}
+
+void sb_bus_fini(sb_bus *d) {
+    sb_router_fini(&d->router);
+    sb_timers_fini(&d->timers);
+    sb_loop_fini(&d->loop);
+    free(d->workers);
+    free(d->clients);
+    free(d->free_clients);
+    sb_round_fini(&d->round);
+}

@@ -1,0 +1,117 @@
+#include "listener.h"
+#include "bus_limits.h"
+#include "clients.h"
+#include "log.h"
+#include "status.h"
+#include "supervise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+/* accept() failed and the connection stays queued, so the listening
+ * socket stays readable: polling it again at once would spin. Out of
+ * descriptors, the spare one makes room to accept and close what is queued
+ * (the client sees its connection closed, as beyond MAX_CONNECTIONS,
+ * SB-I-18); then the listener rests a moment, for descriptors to free up.
+ * One warning per episode; the count comes when accept() works again. */
+#define SB_ACCEPT_BACKOFF_MS 100
+#define SB_ACCEPT_SHED_MAX   64
+
+static void accept_failed(sb_bus *d, int fd, int err) {
+    bool no_fds = err == EMFILE || err == ENFILE;
+    if (!d->listener.accept_failing) {
+        d->listener.accept_failing = true;
+        d->listener.accept_refused = 0;
+        if (no_fds)
+            sb_warn(NULL,
+                    "accept failed: %s: out of file descriptors, new connections are "
+                    "closed at once until some free up",
+                    strerror(err));
+        else
+            sb_warn(NULL, "accept failed: %s: new connections wait", strerror(err));
+    }
+    if (no_fds && d->listener.spare_fd >= 0) {
+        close(d->listener.spare_fd);
+        for (int i = 0; i < SB_ACCEPT_SHED_MAX; i++) {
+            int cfd = sb_net_accept(fd);
+            if (cfd < 0)
+                break;
+            close(cfd);
+            d->listener.accept_refused++;
+        }
+        d->listener.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    sb_loop_set(&d->loop, fd, 0);
+    sb_timers_arm(&d->timers, SB_TIMER_ACCEPT, sb_now_ms() + SB_ACCEPT_BACKOFF_MS);
+}
+
+static void accept_recovered(sb_bus *d) {
+    d->listener.accept_failing = false;
+    sb_info(NULL, "accepting connections again; %ld connection(s) closed unserved meanwhile",
+            d->listener.accept_refused);
+}
+
+static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
+    sb_bus *d = data;
+    (void)l;
+    (void)revents;
+    for (;;) {
+        int cfd = sb_net_accept(fd);
+        if (cfd == STDIO_BUS_EAGAIN)
+            return;
+        if (cfd < 0) {
+            accept_failed(d, fd, errno);
+            return;
+        }
+        if (d->listener.accept_failing)
+            accept_recovered(d);
+        if (d->client_count >= STDIO_BUS_MAX_CONNECTIONS) { /* SB-I-18 */
+            sb_warn(NULL, "connection fd=%d refused: MAX_CONNECTIONS (%d) clients connected", cfd,
+                    STDIO_BUS_MAX_CONNECTIONS);
+            close(cfd);
+            continue;
+        }
+        sb_peer *c = sb_clients_open(d, cfd, cfd);
+        if (!c) {
+            sb_warn(NULL, "connection fd=%d refused: out of memory", cfd);
+            close(cfd);
+            continue;
+        }
+        sb_info(c->name, "connected");
+        if (!sb_supervise_attach(d, c))
+            sb_clients_close(d, c); /* SB-X-15 */
+    }
+}
+
+void sb_listener_resume(sb_bus *d) {
+    if (d->listener.fd >= 0)
+        sb_loop_set(&d->loop, d->listener.fd, POLLIN);
+}
+
+int sb_listener_start(sb_bus *d, const sb_options *opt) {
+    char err[512];
+    if (opt->mode == SB_MODE_UNIX) {
+        d->listener.fd = sb_net_listen_unix(opt->address, &d->listener.unix_id, err, sizeof err);
+        if (d->listener.fd < 0) {
+            sb_error(NULL, "%s", err);
+            return STDIO_BUS_ERR;
+        }
+        d->listener.unix_path = opt->address;
+        sb_info(NULL, "listening on unix:%s", opt->address);
+    } else {
+        char host[256], port[16], bound[300];
+        sb_cli_split_host_port(opt->address, host, sizeof host, port, sizeof port);
+        d->listener.fd = sb_net_listen_tcp(host, port, bound, sizeof bound, err, sizeof err);
+        if (d->listener.fd < 0) {
+            sb_error(NULL, "%s", err);
+            return STDIO_BUS_ERR;
+        }
+        sb_info(NULL, "listening on tcp:%s", bound);
+    }
+    d->listener.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (sb_loop_add(&d->loop, d->listener.fd, POLLIN, on_listen_event, d) < 0)
+        return STDIO_BUS_ERR;
+    return STDIO_BUS_OK;
+}

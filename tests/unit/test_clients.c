@@ -1,0 +1,380 @@
+/* Unit tests for a client's life (src/client_state.c, src/clients.c) and
+ * the relay path around it (src/relay.c): a bus of one worker whose stdio
+ * are pipes held by the test, and clients on socketpairs. Each test drives
+ * the daemon's functions in the order its loop would, and checks the
+ * state, the lists and timers the state owns, and what reaches the fds. */
+#include <criterion/criterion.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bus_limits.h"
+#include "client_state.h"
+#include "clients.h"
+#include "log.h"
+#include "relay.h"
+#include "status.h"
+
+static sb_bus d;
+static sb_pool_config pool = {.id = "p", .instances = 1};
+static sb_config cfg = {
+    .pools = &pool,
+    .pool_count = 1,
+    .worker_count = 1,
+    .limits = {.max_input_buffer = SB_DEFAULT_MAX_INPUT_BUFFER,
+               .max_output_queue = SB_DEFAULT_MAX_OUTPUT_QUEUE,
+               .max_restarts = SB_DEFAULT_MAX_RESTARTS,
+               .restart_window_sec = SB_DEFAULT_RESTART_WINDOW_SEC,
+               .drain_timeout_sec = SB_DEFAULT_DRAIN_TIMEOUT_SEC,
+               .backpressure_timeout_sec = SB_DEFAULT_BACKPRESSURE_TIMEOUT_SEC},
+};
+static sb_options opt = {.mode = SB_MODE_UNIX};
+static int worker_stdin = -1;  /* the test's end: what the daemon sent the worker */
+static int worker_stdout = -1; /* the test's end: what the worker answers */
+
+static void setup(void) {
+    sb_log_set_level(SB_LOG_ERROR);
+    cr_assert_eq(sb_bus_init(&d, &cfg, &opt), STDIO_BUS_OK);
+    /* A running worker 0 whose pipes the test holds. */
+    int to_worker[2], from_worker[2];
+    cr_assert_eq(pipe(to_worker), 0);
+    cr_assert_eq(pipe(from_worker), 0);
+    sb_worker *w = &d.workers[0];
+    w->state = SB_WORKER_RUNNING;
+    w->peer.routable = true;
+    w->peer.out_fd = to_worker[1];
+    w->peer.in_fd = from_worker[0];
+    worker_stdin = to_worker[0];
+    worker_stdout = from_worker[1];
+    sb_router_set_running(&d.router, 0, true);
+}
+
+static void teardown(void) {
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
+        if (d.clients[i].kind == SB_PEER_CLIENT) {
+            sb_peer *c = &d.clients[i];
+            if (c->state != SB_CLIENT_DOOMED)
+                sb_client_doom(&d, c);
+            sb_clients_close(&d, c);
+        }
+    close(d.workers[0].peer.out_fd);
+    close(d.workers[0].peer.in_fd);
+    close(worker_stdin);
+    close(worker_stdout);
+    sb_worker_fini(&d.workers[0]);
+    sb_bus_fini(&d);
+}
+
+TestSuite(clients, .init = setup, .fini = teardown, .timeout = 20);
+
+/* A client on a socketpair; *far is the test's end. */
+static sb_peer *connect_client(int *far) {
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    sb_peer *c = sb_clients_open(&d, sv[0], sv[0]);
+    cr_assert_not_null(c);
+    *far = sv[1];
+    return c;
+}
+
+static void say(int fd, const char *line) {
+    cr_assert_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+}
+
+static bool held(const sb_peer *c) {
+    for (int i = 0; i < d.round.held.count; i++)
+        if (d.round.held.at[i] == c)
+            return true;
+    return false;
+}
+
+static bool ending(const sb_peer *c) {
+    for (int i = 0; i < d.round.ending.count; i++)
+        if (d.round.ending.at[i] == c)
+            return true;
+    return false;
+}
+
+static bool doomed(const sb_peer *c) {
+    for (int i = 0; i < d.round.doomed.count; i++)
+        if (d.round.doomed.at[i] == c)
+            return true;
+    return false;
+}
+
+static bool timer_armed(const sb_peer *c, int which) {
+    return sb_timers_armed(&d.timers, sb_bus_timer(&d, c, which));
+}
+
+static bool reads(const sb_peer *c) {
+    return sb_loop_get(&d.loop, c->in_fd) & POLLIN;
+}
+
+/* What fd holds now, as a string (the test's end of a pipe or socket). */
+static const char *received(int fd) {
+    static char buf[4096];
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    ssize_t n = poll(&pfd, 1, 0) == 1 ? read(fd, buf, sizeof buf - 1) : 0;
+    buf[n > 0 ? n : 0] = '\0';
+    return buf;
+}
+
+#define REQUEST_1 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}\n"
+#define ANSWER_1  "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":0}\n"
+
+Test(clients, opened_client_is_open_and_read) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    cr_assert_eq(c->state, SB_CLIENT_OPEN);
+    cr_assert(reads(c));
+    close(far);
+}
+
+Test(clients, request_goes_to_the_worker_as_received) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1);
+    cr_assert_eq(sb_relay_read(&d, c).event, SB_RELAY_OK);
+    sb_relay_flush(&d);
+    cr_assert_str_eq(received(worker_stdin), REQUEST_1);
+    close(far);
+}
+
+/* SB-I-45: a second request with an id pending on every worker waits in
+ * the client's buffer, the client unread, until the id is answered. */
+Test(clients, held_client_is_released_when_its_id_is_answered) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1 REQUEST_1);
+    sb_relay_read(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_HELD);
+    cr_assert(held(c));
+    cr_assert(timer_armed(c, SB_TIMER_HELD));
+    cr_assert_not(reads(c), "a held client is not read");
+    cr_assert(sb_clients_has_pending(&d, c));
+
+    say(worker_stdout, ANSWER_1);
+    cr_assert_eq(sb_relay_read(&d, &d.workers[0].peer).event, SB_RELAY_OK);
+    cr_assert(d.reoffer_held, "the answer freed an id");
+    cr_assert_eq(c->state, SB_CLIENT_HELD, "released at the end of the round, not before");
+    sb_relay_release_held(&d); /* as the end of the round does */
+    cr_assert_eq(c->state, SB_CLIENT_OPEN, "released");
+    cr_assert_not(held(c));
+    cr_assert_not(timer_armed(c, SB_TIMER_HELD));
+    cr_assert(c->queued, "its held line is offered at the end of the round");
+    cr_assert(reads(c));
+
+    cr_assert_eq(sb_relay_process(&d, c).event, SB_RELAY_OK);
+    sb_relay_flush(&d);
+    cr_assert_str_eq(received(far), ANSWER_1);
+    cr_assert_str_eq(received(worker_stdin), REQUEST_1 REQUEST_1);
+    close(far);
+}
+
+Test(clients, held_timer_dooms_the_client) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1 REQUEST_1);
+    sb_relay_read(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_HELD);
+    sb_clients_timer(&d, c, SB_TIMER_HELD, sb_now_ms());
+    cr_assert_eq(c->state, SB_CLIENT_DOOMED);
+    cr_assert(doomed(c));
+    cr_assert_not(held(c), "leaving HELD leaves the held list");
+    close(far);
+}
+
+/* SB-I-41: input ended with nothing owed: closed at once (7.2). */
+Test(clients, input_end_with_nothing_owed_closes_the_client) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    shutdown(far, SHUT_WR);
+    cr_assert_eq(sb_relay_read(&d, c).event, SB_RELAY_ENDED);
+    sb_clients_input_eof(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_DOOMED);
+    cr_assert(doomed(c));
+    int slot = c->index, free_before = d.free_count;
+    sb_clients_close(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_FREE);
+    cr_assert_eq(c->kind, SB_PEER_FREE);
+    cr_assert_eq(d.free_count, free_before + 1);
+    cr_assert_eq(d.free_clients[d.free_count - 1], slot);
+    char byte;
+    cr_assert_eq(read(far, &byte, 1), 0, "its socket is closed");
+    close(far);
+}
+
+/* SB-I-41: input ended with an answer owed: ENDING until it is written. */
+Test(clients, ending_client_is_closed_once_its_answers_are_written) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1);
+    sb_relay_read(&d, c);
+    shutdown(far, SHUT_WR);
+    cr_assert_eq(sb_relay_read(&d, c).event, SB_RELAY_ENDED);
+    sb_clients_input_eof(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_ENDING, "the client ended: one transition");
+    cr_assert(ending(c));
+    cr_assert(timer_armed(c, SB_TIMER_ENDING));
+    cr_assert_not(reads(c));
+
+    sb_clients_close_ended(&d);
+    cr_assert_eq(c->state, SB_CLIENT_ENDING, "still owed its answer");
+
+    say(worker_stdout, ANSWER_1);
+    sb_relay_read(&d, &d.workers[0].peer);
+    sb_clients_close_ended(&d);
+    cr_assert_eq(c->state, SB_CLIENT_ENDING, "answered, not yet written");
+    sb_relay_flush(&d);
+    sb_clients_close_ended(&d);
+    cr_assert_eq(c->state, SB_CLIENT_DOOMED);
+    cr_assert_not(ending(c));
+    cr_assert_not(timer_armed(c, SB_TIMER_ENDING));
+    cr_assert_str_eq(received(far), ANSWER_1);
+    close(far);
+}
+
+Test(clients, ending_timer_dooms_a_client_still_owed_answers) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1);
+    sb_relay_read(&d, c);
+    shutdown(far, SHUT_WR);
+    sb_relay_read(&d, c);
+    sb_clients_input_eof(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_ENDING);
+    sb_clients_timer(&d, c, SB_TIMER_ENDING, sb_now_ms());
+    cr_assert_eq(c->state, SB_CLIENT_DOOMED);
+    cr_assert_not(ending(c));
+    close(far);
+}
+
+/* SB-X-14 after SB-I-41: the earlier of the two deadlines stays. */
+Test(clients, closing_an_ending_client_keeps_its_earlier_deadline) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1);
+    sb_relay_read(&d, c);
+    shutdown(far, SHUT_WR);
+    sb_relay_read(&d, c);
+    sb_clients_input_eof(&d, c);
+    int64_t ending_by = sb_timers_deadline(&d.timers, sb_bus_timer(&d, c, SB_TIMER_ENDING));
+    cr_assert_gt(ending_by, 0);
+    usleep(20000);
+    sb_client_enter(&d, c, SB_CLIENT_CLOSING);
+    cr_assert_not(ending(c));
+    cr_assert_not(timer_armed(c, SB_TIMER_ENDING));
+    cr_assert_eq(sb_timers_deadline(&d.timers, sb_bus_timer(&d, c, SB_TIMER_CLOSING)), ending_by);
+    close(far);
+}
+
+/* A client that hangs up while held keeps its line; it ends once the line
+ * has been offered. */
+Test(clients, held_client_whose_input_ends_ends_when_released) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1 REQUEST_1);
+    sb_relay_read(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_HELD);
+    sb_clients_input_eof(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_HELD, "its line is still to be offered");
+    cr_assert(c->in_eof);
+    sb_relay_release_held(&d);
+    cr_assert_eq(c->state, SB_CLIENT_ENDING);
+    cr_assert(c->queued);
+    cr_assert(ending(c));
+    close(far);
+}
+
+/* SB-X-14: a closing client is not read and is closed once its output is
+ * written. */
+Test(clients, closing_client_is_doomed_once_its_output_is_written) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    sb_relay_send(&d, c, ANSWER_1, strlen(ANSWER_1), NULL);
+    sb_client_enter(&d, c, SB_CLIENT_CLOSING);
+    cr_assert(timer_armed(c, SB_TIMER_CLOSING));
+    cr_assert_not(reads(c));
+    sb_relay_close_if_flushed(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_CLOSING, "its output is not written yet");
+    sb_relay_flush(&d);
+    cr_assert_eq(c->state, SB_CLIENT_DOOMED);
+    cr_assert_not(timer_armed(c, SB_TIMER_CLOSING));
+    cr_assert_str_eq(received(far), ANSWER_1);
+    close(far);
+}
+
+/* SB-4.3-1: a malformed line closes the client. */
+Test(clients, malformed_line_dooms_the_client) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, "not json\n");
+    sb_relay_read(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_DOOMED);
+    cr_assert_not(reads(c));
+    close(far);
+}
+
+/* SB-7.3.2-1: a line longer than max_input_buffer is reported to the
+ * client's owner, which closes the client. */
+Test(clients, overlong_line_is_reported_and_closes_the_client) {
+    cfg.limits.max_input_buffer = 64;
+    int far;
+    sb_peer *c = connect_client(&far);
+    char line[200];
+    memset(line, 'x', sizeof line - 1);
+    line[sizeof line - 1] = '\0';
+    say(far, line);
+    sb_relay_verdict v = {SB_RELAY_OK, SB_WHY_NONE, 0};
+    for (int i = 0; i < 8 && v.event == SB_RELAY_OK; i++)
+        v = sb_relay_read(&d, c);
+    cr_assert_eq(v.event, SB_RELAY_OVERFLOW);
+    cr_assert_eq(c->state, SB_CLIENT_OPEN, "the relay leaves it to the owner");
+    sb_clients_verdict(&d, c, v);
+    cr_assert_eq(c->state, SB_CLIENT_DOOMED);
+    close(far);
+}
+
+/* SB-7.3.1-1..3: a client whose line takes the worker's queue over its
+ * cap is paused (not read) until the one writable path drains the queue. */
+Test(clients, input_paused_while_the_worker_queue_is_over_its_cap) {
+    sb_peer *wp = &d.workers[0].peer;
+    wp->out.max = 16;
+    int far;
+    sb_peer *c = connect_client(&far);
+    say(far, REQUEST_1);
+    sb_relay_read(&d, c);
+    cr_assert_eq(c->blocked_on, wp, "paused on the worker's queue");
+    cr_assert_eq(wp->waiters, 1);
+    cr_assert_gt(wp->full_since_ms, 0);
+    cr_assert(timer_armed(wp, SB_TIMER_FULL));
+    cr_assert_not(reads(c));
+    cr_assert_eq(c->state, SB_CLIENT_OPEN, "paused is not a state: both kinds pause");
+
+    cr_assert(sb_relay_write(&d, wp));
+    cr_assert_str_eq(received(worker_stdin), REQUEST_1);
+    cr_assert_null(c->blocked_on, "resumed once the queue drained");
+    cr_assert_eq(wp->full_since_ms, 0);
+    cr_assert_not(timer_armed(wp, SB_TIMER_FULL));
+    cr_assert(c->queued, "its buffered lines are routed at the end of the round");
+    cr_assert(reads(c));
+    close(far);
+}
+
+/* A failed write to a worker's stdin: closed, and the worker no longer
+ * takes messages; its supervision decides at the end of the round. */
+Test(clients, failed_write_to_a_worker_loses_its_stdin) {
+    signal(SIGPIPE, SIG_IGN); /* as the daemon does */
+    sb_peer *wp = &d.workers[0].peer;
+    close(worker_stdin);
+    worker_stdin = -1;
+    sb_relay_send(&d, wp, REQUEST_1, strlen(REQUEST_1), NULL);
+    sb_relay_flush(&d);
+    cr_assert_eq(wp->out_fd, -1);
+    cr_assert_not(d.router.running[0]);
+    cr_assert_eq(d.round.stdin_lost.count, 1);
+    cr_assert_eq(d.round.stdin_lost.at[0], wp);
+}
