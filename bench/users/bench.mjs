@@ -120,7 +120,8 @@ async function main() {
     node: process.version, rounds, smoke: o.smoke,
     modes: Object.fromEntries(names.map((n) => [n, all[n].mode])),
   };
-  const out = o.out ? fs.mkdirSync(o.out, { recursive: true }) && o.out : null;
+  const out = o.out;
+  if (out) fs.mkdirSync(out, { recursive: true });
   const results = [];
   const t0 = Date.now();
   for (let r = 0; r < rounds; r++) {
