@@ -5,7 +5,8 @@
 // round); each answer is checked (once, to its own client, unchanged).
 //
 // usage: node bench.mjs --daemon PATH --relay PATH [--rounds N] [--out DIR]
-//                       [--only a,b] [--smoke]
+//                       [--only a,b] [--max-clients K] [--smoke]
+// --max-clients K: measure client counts up to K only (1: the one-client gap, quickly)
 // --smoke: 2 clients, a few calls each, no relay; correctness only. Exits 1
 // when any answer is lost, duplicated, misrouted or damaged in any system,
 // or when our daemon leaves a server behind or exits other than 0.
@@ -20,7 +21,7 @@ import { report } from "./report.mjs";
 import { systems } from "./systems.mjs";
 
 function options(argv) {
-  const o = { rounds: 3, smoke: false, only: null, out: null, daemon: null, relay: null };
+  const o = { rounds: 3, smoke: false, only: null, out: null, daemon: null, relay: null, maxClients: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--smoke") o.smoke = true;
@@ -29,6 +30,7 @@ function options(argv) {
     else if (a === "--out") o.out = argv[++i];
     else if (a === "--daemon") o.daemon = argv[++i];
     else if (a === "--relay") o.relay = argv[++i];
+    else if (a === "--max-clients") o.maxClients = Number(argv[++i]);
     else throw new Error(`unknown argument ${a}`);
   }
   if (!o.daemon) throw new Error("--daemon PATH is required");
@@ -106,13 +108,15 @@ function bad(rec) {
 
 async function main() {
   const o = options(process.argv.slice(2));
-  const plan = o.smoke ? SMOKE : FULL;
+  const plan = { ...(o.smoke ? SMOKE : FULL) };
+  if (o.maxClients) plan.maxClients = Math.min(plan.maxClients, o.maxClients);
   const all = systems({ daemon: o.daemon, relay: o.relay, maxClients: plan.maxClients });
   let names = Object.keys(all).filter((n) => !o.only || o.only.includes(n));
   if (o.smoke) names = names.filter((n) => n !== "relay-stdio");
   if (!o.relay) names = names.filter((n) => n !== "relay-stdio");
   // the smoke's two clients call at once (what misrouting needs); stdio systems have one
   if (o.smoke) for (const n of names) all[n].clients = all[n].clients.length > 1 ? [1, 2] : [1];
+  else for (const n of names) all[n].clients = all[n].clients.filter((k) => k <= plan.maxClients);
   const rounds = o.smoke ? 1 : o.rounds;
   const meta = {
     started: new Date().toISOString(),
