@@ -39,7 +39,7 @@ function options(argv) {
 
 // what each round does; the smoke does a few of each, for correctness only
 const FULL = { timeoutMs: 30000, maxClients: 32, warm100: 100, calls100: 500, warm64k: 10, calls64k: 100, window: { durationMs: 2000 } };
-const SMOKE = { timeoutMs: 5000, maxClients: 2, warm100: 2, calls100: 20, warm64k: 1, calls64k: 5, window: { callsEach: 20 } };
+const SMOKE = { timeoutMs: 20000, maxClients: 2, warm100: 2, calls100: 20, warm64k: 1, calls64k: 5, window: { callsEach: 20 } };
 const KIB64 = 65536;
 const SETUP_ALONE = 8; // clients connected one by one, whose session setup is measured
 
