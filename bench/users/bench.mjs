@@ -18,7 +18,7 @@ import { addCounts, connect, newCounts } from "./clients.mjs";
 import { latency, median, throughput } from "./measure.mjs";
 import { machineLoad, memKiB } from "./procstat.mjs";
 import { report } from "./report.mjs";
-import { systems } from "./systems.mjs";
+import { killAll, systems } from "./systems.mjs";
 
 function options(argv) {
   const o = { rounds: 3, smoke: false, only: null, out: null, daemon: null, relay: null, maxClients: null };
@@ -153,6 +153,13 @@ async function main() {
     process.exit(1);
   }
 }
+
+// interrupted (Ctrl-C, a timeout's SIGTERM): no daemon, gateway or server outlives the run
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"])
+  process.once(sig, () => {
+    killAll();
+    process.exit(128 + (sig === "SIGINT" ? 2 : sig === "SIGTERM" ? 15 : 1));
+  });
 
 main().catch((e) => {
   console.error(e.stack ?? e);

@@ -71,14 +71,28 @@ async function settled(pids) {
   }, "the pre-started servers idle");
 }
 
+const launched = new Set(); // intermediaries not yet exited, for killAll
+
 /** A long-running intermediary in its own process group, so a stop reaches
  * whatever it started; its stderr is kept for the failure report. */
 function launch(argv, env = {}) {
   const proc = spawn(argv[0], argv.slice(1), { stdio: ["ignore", "ignore", "pipe"], detached: true, env: { ...process.env, ...env } });
   const rec = { proc, stderr: "", exited: false };
+  launched.add(rec);
+  proc.once("exit", () => launched.delete(rec));
   proc.stderr.on("data", (d) => (rec.stderr = (rec.stderr + d).slice(-20000)));
   rec.exit = new Promise((r) => proc.once("exit", (code, signal) => ((rec.exited = true), r({ code, signal }))));
   return rec;
+}
+
+/** Interrupted: SIGKILL to every intermediary's group and to whatever
+ * else they started (servers in groups of their own included). */
+export function killAll() {
+  for (const rec of launched) {
+    const pids = descendants([rec.proc.pid]);
+    for (const pid of [-rec.proc.pid, ...pids]) try { process.kill(pid, "SIGKILL"); } catch {}
+  }
+  for (const dir of scratch) fs.rmSync(dir, { recursive: true, force: true });
 }
 
 /** SIGTERM, then SIGKILL to the group after STOP_MS; then every process it
@@ -106,8 +120,17 @@ async function reap(pids) {
   }
 }
 
+const scratch = new Set(); // temporary folders not yet removed, for killAll
+
 function tmpdir() {
-  return fs.mkdtempSync(path.join(os.tmpdir(), "sb-bench-users-"));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sb-bench-users-"));
+  scratch.add(dir);
+  return dir;
+}
+
+function removeDir(dir) {
+  fs.rmSync(dir, { recursive: true, force: true });
+  scratch.delete(dir);
 }
 
 function writeConfig(dir, pool) {
@@ -139,7 +162,7 @@ function busSocket(daemon, mode, pool) {
       stderr: () => rec.stderr,
       async stop() {
         const r = await stopLaunched(rec, [...seen, ...descendants([rec.proc.pid])]);
-        fs.rmSync(dir, { recursive: true, force: true });
+        removeDir(dir);
         return r;
       },
     };
@@ -172,7 +195,7 @@ function stdioSpawn(argvOf) {
       async stop() {
         // the clients closed their transports (stdin end, then SIGTERM): all must be gone
         const leftovers = await reap([...seen, ...this.serverPids()]);
-        fs.rmSync(dir, { recursive: true, force: true });
+        removeDir(dir);
         return { exit: { code: 0, signal: null }, leftovers };
       },
     };
