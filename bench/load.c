@@ -28,6 +28,7 @@
 
 typedef struct {
     int64_t stat_ns, sched_ns; /* the server's CPU time */
+    int64_t user_ns, sys_ns;   /* stat_ns split: user and kernel time */
     int64_t workers_ns;        /* its children's (stat) */
 } cpu_sample;
 
@@ -43,6 +44,8 @@ typedef struct {
 static void sample_cpu(pid_t pid, cpu_sample *s) {
     pid_t kids[LOAD_MAX_CHILDREN];
     s->stat_ns = bench_proc_stat_cpu_ns(pid);
+    if (bench_proc_stat_times_ns(pid, &s->user_ns, &s->sys_ns) < 0)
+        s->user_ns = s->sys_ns = 0;
     s->sched_ns = bench_proc_sched_cpu_ns(pid);
     s->workers_ns = 0;
     int n = bench_proc_children(pid, kids, LOAD_MAX_CHILDREN);
@@ -141,6 +144,8 @@ static void report(const load_opts *o, const load_result *r, const server_facts 
     double sched_us = f->after.sched_ns >= 0 && f->before.sched_ns >= 0
                           ? (double)(f->after.sched_ns - f->before.sched_ns) / 1000.0 / m
                           : -1;
+    double user_us = (double)(f->after.user_ns - f->before.user_ns) / 1000.0 / m;
+    double sys_us = (double)(f->after.sys_ns - f->before.sys_ns) / 1000.0 / m;
     double worker_us = (double)(f->after.workers_ns - f->before.workers_ns) / 1000.0 / m;
     double rate = (double)r->ok / secs;
     int exit_code = WIFEXITED(f->server_status) ? WEXITSTATUS(f->server_status)
@@ -150,11 +155,12 @@ static void report(const load_opts *o, const load_result *r, const server_facts 
            "sessions=%d ok=%ld lost=%ld dup=%ld misrouted=%ld badsid=%ld badpayload=%ld "
            "unknown=%ld malformed=%ld secs=%.4f msgs_per_s=%.1f mib_per_s=%.2f p50_us=%.1f "
            "p99_us=%.1f max_us=%.1f server_cpu_us_per_msg=%.3f server_sched_us_per_msg=%.3f "
+           "server_user_us_per_msg=%.3f server_sys_us_per_msg=%.3f "
            "worker_cpu_us_per_msg=%.3f rss_start_kb=%ld rss_end_kb=%ld hwm_kb=%ld",
            name, mode_name(o->mode), o->clients, o->inflight, o->messages, o->payload, o->sessions,
            r->ok, r->lost, r->dup, r->misrouted, r->badsid, r->badpayload, r->unknown, r->malformed,
            r->seconds, rate, rate * (double)o->payload / 1048576.0, p50, p99, max, stat_us,
-           sched_us, worker_us, f->rss_start_kb, f->rss_end_kb, f->hwm_kb);
+           sched_us, user_us, sys_us, worker_us, f->rss_start_kb, f->rss_end_kb, f->hwm_kb);
     if (o->idle_connections)
         printf(
             " idle_connections=%d rss_idle_kb=%ld idle_conn_bytes=%.0f rss_touched_kb=%ld "

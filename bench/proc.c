@@ -17,6 +17,13 @@ static int read_text(const char *path, char *buf, size_t size) {
 }
 
 int64_t bench_proc_stat_cpu_ns(pid_t pid) {
+    int64_t user_ns, sys_ns;
+    if (bench_proc_stat_times_ns(pid, &user_ns, &sys_ns) < 0)
+        return -1;
+    return user_ns + sys_ns;
+}
+
+int bench_proc_stat_times_ns(pid_t pid, int64_t *user_ns, int64_t *sys_ns) {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     if (read_text(path, buf, sizeof buf) <= 0)
@@ -29,8 +36,10 @@ int64_t bench_proc_stat_cpu_ns(pid_t pid) {
     unsigned long long utime = 0, stime = 0;
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
         return -1;
-    long hz = sysconf(_SC_CLK_TCK);
-    return (int64_t)((utime + stime) * (1000000000ULL / (unsigned long long)hz));
+    unsigned long long tick_ns = 1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK);
+    *user_ns = (int64_t)(utime * tick_ns);
+    *sys_ns = (int64_t)(stime * tick_ns);
+    return 0;
 }
 
 int64_t bench_proc_sched_cpu_ns(pid_t pid) {

@@ -8,6 +8,8 @@
 /* utime + stime from /proc/pid/stat, in ns (clock-tick resolution).
  * Returns -1 when the process is gone. */
 int64_t bench_proc_stat_cpu_ns(pid_t pid);
+/* utime and stime apart (user and kernel time), in ns; -1 when gone. */
+int bench_proc_stat_times_ns(pid_t pid, int64_t *user_ns, int64_t *sys_ns);
 /* Time on CPU from /proc/pid/schedstat (ns resolution; the main thread,
  * which is the whole of a single-threaded server). -1 when unavailable. */
 int64_t bench_proc_sched_cpu_ns(pid_t pid);

@@ -108,6 +108,18 @@ if(SB_NODE AND EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/bus/bus.test.mjs)
                        ENVIRONMENT STDIO_BUS=$<TARGET_FILE:stdio_bus>)
 endif()
 
+# The user-level benchmark's smoke (bench/users, issue 26): MCP SDK clients
+# through our daemon (unix, TCP; per_connection, affinity), supergateway,
+# mcp-proxy and directly, two clients at once; correctness only (each answer
+# once, to its own client, unchanged), no timing judged. Exit 77 (skipped)
+# without bench/users/node_modules, unless CI is set.
+if(SB_NODE AND EXISTS ${PROJECT_SOURCE_DIR}/bench/users/smoke.sh)
+  add_test(NAME bench.users.smoke COMMAND ${PROJECT_SOURCE_DIR}/bench/users/smoke.sh
+           $<TARGET_FILE:stdio_bus>)
+  set_tests_properties(bench.users.smoke PROPERTIES LABELS bench-smoke TIMEOUT 300
+                       SKIP_RETURN_CODE 77)
+endif()
+
 if(EXISTS ${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
   include(${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
 endif()
