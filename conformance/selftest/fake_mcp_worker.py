@@ -73,7 +73,7 @@ BREAKS = {
     "answer-responses": "responses get a -32600 error",
     "params-32602": "params that are not structured get -32602",
     "lenient-json": "leading zeros, raw tabs and lone surrogates are accepted",
-    "blank-lines-error": "blank lines get a parse error",
+    "blank-lines-error": "blank lines get an invalid-request error",
     "batch-per-line": "a batch is answered one line per response",
     "empty-batch-array": "a batch without requests gets []",
     "empty-array-as-array": "[] gets an array holding the error",
@@ -103,6 +103,8 @@ BREAKS = {
     "ask-no-session": "requests to the client carry no sessionId",
     "ignore-client-error": "an error from the client leaves the call waiting",
     "ask-hangs-at-end": "calls waiting for the client get no answer at the end",
+    "die-on-bad-json": "exits with status 1 on a line that is not JSON",
+    "no-string-ids": "requests with a string id are dropped",
 }
 
 STRICT = ("--strict-members", "--strict-lifecycle", "--mcp-messages", "--chatty")
@@ -523,6 +525,9 @@ def message(obj, raw: dict, in_batch=False):
             return error(msg, -32602 if broken("params-32602") else -32600, "params must be an object or an array")
         if "id" not in obj:
             return notification(msg)
+        if broken("no-string-ids") and isinstance(obj["id"], str):
+            log("a string id: request dropped")
+            return None
         if in_batch and obj["method"] == "tools/call":
             return error(msg, -32603, "tools/call in a batch is not supported by this fake")
         return request(msg)
@@ -597,13 +602,15 @@ def handle_line(line: bytes):
     if body.endswith(b"\r"):
         body = body[:-1]
     if not body.strip(b" \t\r"):
-        if broken("blank-lines-error"):
-            out(error(None, -32700, "blank line"))
+        if broken("blank-lines-error"):  # one parse error would be SB-J-4's answer: accepted
+            out(error(None, -32600, "blank line"))
         return
     try:
         value, text = parse(body)
     except ValueError as exc:
         log(f"parse error: {exc}")
+        if broken("die-on-bad-json"):
+            sys.exit(1)
         out(error(None, -32700, str(exc) or "not valid JSON"))
         if broken("poisoned"):
             STATE.skip_next = True
