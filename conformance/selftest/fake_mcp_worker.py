@@ -105,6 +105,7 @@ BREAKS = {
     "ask-hangs-at-end": "calls waiting for the client get no answer at the end",
     "die-on-bad-json": "exits with status 1 on a line that is not JSON",
     "no-string-ids": "requests with a string id are dropped",
+    "print-on-term": "SIGTERM prints a line of text on stdout, as some launchers do, before the exit",
 }
 
 STRICT = ("--strict-members", "--strict-lifecycle", "--mcp-messages", "--chatty")
@@ -697,6 +698,8 @@ def main():
             got.clear()
             if broken("term-exit-1"):
                 os._exit(1)
+            if broken("print-on-term"):
+                os.write(1, b"Shutting down...\n")
             if broken("term-drops") or STATE.ending == "stay":
                 os._exit(0)
             end("signal")

@@ -123,6 +123,7 @@ BREAKS = {
     "ask-hangs-at-end": ["test_a_call_waiting_for_the_client_is_answered_internal_error_at_the_end"],
     "die-on-bad-json": ["test_a_line_that_is_not_json_gets_one_parse_error_with_id_null"],
     "no-string-ids": ["test_response_carries_the_request_id"],
+    # print-on-term: test_a_launcher_that_prints_on_sigterm_is_caught (one parameter of the test only)
 }
 
 
@@ -463,3 +464,8 @@ def test_a_worker_that_takes_no_string_id_is_judged_with_integer_ids(wrun, fake_
     assert not names(run, "blocked"), run.output
     assert run.outcome_of("test_a_cancelled_call_is_never_answered") == {"pass"}, run.output
 
+
+def test_a_launcher_that_prints_on_sigterm_is_caught(wrun):
+    run = wrun("--no-coverage-gate", "-k", "while_stopped", breaks=["print-on-term"], profiles=("mcp",))
+    assert run.outcome_of("test_nothing_but_json_rpc_while_stopped[sigterm]") == {"fail"}, run.output
+    assert run.outcome_of("test_nothing_but_json_rpc_while_stopped[eof]") == {"pass"}, run.output
