@@ -469,3 +469,18 @@ def test_a_launcher_that_prints_on_sigterm_is_caught(wrun):
     run = wrun("--no-coverage-gate", "-k", "while_stopped", breaks=["print-on-term"], profiles=("mcp",))
     assert run.outcome_of("test_nothing_but_json_rpc_while_stopped[sigterm]") == {"fail"}, run.output
     assert run.outcome_of("test_nothing_but_json_rpc_while_stopped[eof]") == {"pass"}, run.output
+
+
+def test_tests_blocked_by_a_root_cause_the_baseline_expects_fail_nothing(wrun, fake_worker, tmp_path):
+    worker = shlex.join([str(fake_worker), "--mcp-messages", "--break", "die-on-bad-json"])
+    sel = ("--no-coverage-gate", "-k", "parse_error or not_json")
+    base = tmp_path / "baseline.json"
+    first = wrun(*sel, "--write-baseline", str(base), profiles=("mcp",), worker=worker)
+    assert first.rc == 1 and "test_the_stream_goes_on_after_parse_errors" in names(first, "blocked"), first.output
+    data = json.loads(base.read_text())
+    for e in data["expected_failures"]:
+        e["reason"] = "exits on a line that is not JSON (the fake's break)"
+    base.write_text(json.dumps(data))
+    known = wrun(*sel, "--baseline", str(base), profiles=("mcp",), worker=worker)
+    assert known.rc == 0, known.output  # its blocked test is not judged, and fails nothing
+    assert "test_the_stream_goes_on_after_parse_errors" in names(known, "blocked"), known.output
