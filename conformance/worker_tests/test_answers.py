@@ -76,7 +76,8 @@ def test_a_request_with_members_it_does_not_know_is_answered(worker):
 @pytest.mark.clause("SB-W-7")
 def test_response_carries_the_request_id(worker):
     w = worker.spawn()
-    ids = [1, 2, 0, -5, 42, "x", "y z", "", "s-1"] + ([2.5] if worker.bus else [])  # MCP: integers
+    # "7": a string that looks like a number must come back a string (not the integer 7)
+    ids = [1, 2, 0, -5, 42, "x", "y z", "", "s-1", "7"] + ([2.5] if worker.bus else [])  # MCP: integers
     msgs = [worker.request(id=i, session="s1" if n % 2 else None) for n, i in enumerate(ids)]
     w.send_lines([m.line for m in msgs])
     problems = []  # each id judged on its own
