@@ -105,6 +105,7 @@ BREAKS = {
     "ask-hangs-at-end": "calls waiting for the client get no answer at the end",
     "die-on-bad-json": "exits with status 1 on a line that is not JSON",
     "no-string-ids": "requests with a string id are dropped",
+    "digit-ids-as-numbers": "a string id of digits (\"7\") is answered as a number (7)",
     "print-on-term": "SIGTERM prints a line of text on stdout, as some launchers do, before the exit",
 }
 
@@ -225,6 +226,8 @@ class Msg:
         if "id" in self.obj and is_id(self.obj["id"]):
             if broken("ids-as-values"):
                 return tok(self.obj["id"])
+            if broken("digit-ids-as-numbers") and isinstance(self.obj["id"], str) and self.obj["id"].isdigit():
+                return self.obj["id"]
             return self.raw["id"]
         return "null"
 
