@@ -73,7 +73,7 @@ BREAKS = {
     "answer-responses": "responses get a -32600 error",
     "params-32602": "params that are not structured get -32602",
     "lenient-json": "leading zeros, raw tabs and lone surrogates are accepted",
-    "blank-lines-error": "blank lines get a parse error",
+    "blank-lines-error": "blank lines get an invalid-request error",
     "batch-per-line": "a batch is answered one line per response",
     "empty-batch-array": "a batch without requests gets []",
     "empty-array-as-array": "[] gets an array holding the error",
@@ -103,6 +103,10 @@ BREAKS = {
     "ask-no-session": "requests to the client carry no sessionId",
     "ignore-client-error": "an error from the client leaves the call waiting",
     "ask-hangs-at-end": "calls waiting for the client get no answer at the end",
+    "die-on-bad-json": "exits with status 1 on a line that is not JSON",
+    "no-string-ids": "requests with a string id are dropped",
+    "digit-ids-as-numbers": "a string id of digits (\"7\") is answered as a number (7)",
+    "print-on-term": "SIGTERM prints a line of text on stdout, as some launchers do, before the exit",
 }
 
 STRICT = ("--strict-members", "--strict-lifecycle", "--mcp-messages", "--chatty")
@@ -222,6 +226,8 @@ class Msg:
         if "id" in self.obj and is_id(self.obj["id"]):
             if broken("ids-as-values"):
                 return tok(self.obj["id"])
+            if broken("digit-ids-as-numbers") and isinstance(self.obj["id"], str) and self.obj["id"].isdigit():
+                return self.obj["id"]
             return self.raw["id"]
         return "null"
 
@@ -523,6 +529,9 @@ def message(obj, raw: dict, in_batch=False):
             return error(msg, -32602 if broken("params-32602") else -32600, "params must be an object or an array")
         if "id" not in obj:
             return notification(msg)
+        if broken("no-string-ids") and isinstance(obj["id"], str):
+            log("a string id: request dropped")
+            return None
         if in_batch and obj["method"] == "tools/call":
             return error(msg, -32603, "tools/call in a batch is not supported by this fake")
         return request(msg)
@@ -597,13 +606,15 @@ def handle_line(line: bytes):
     if body.endswith(b"\r"):
         body = body[:-1]
     if not body.strip(b" \t\r"):
-        if broken("blank-lines-error"):
-            out(error(None, -32700, "blank line"))
+        if broken("blank-lines-error"):  # one parse error would be SB-J-4's answer: accepted
+            out(error(None, -32600, "blank line"))
         return
     try:
         value, text = parse(body)
     except ValueError as exc:
         log(f"parse error: {exc}")
+        if broken("die-on-bad-json"):
+            sys.exit(1)
         out(error(None, -32700, str(exc) or "not valid JSON"))
         if broken("poisoned"):
             STATE.skip_next = True
@@ -690,6 +701,8 @@ def main():
             got.clear()
             if broken("term-exit-1"):
                 os._exit(1)
+            if broken("print-on-term"):
+                os.write(1, b"Shutting down...\n")
             if broken("term-drops") or STATE.ending == "stay":
                 os._exit(0)
             end("signal")

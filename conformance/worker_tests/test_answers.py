@@ -7,6 +7,7 @@ import pytest
 
 from stdio_bus_conformance.worker import rawjson as wj
 from stdio_bus_conformance.worker.checks import complete, same_session, show
+from stdio_bus_conformance.worker.process import WorkerError
 from stdio_bus_conformance.worker.run import envelope
 
 # ids as exact tokens: each must come back byte for byte (SB-R-1)
@@ -75,19 +76,30 @@ def test_a_request_with_members_it_does_not_know_is_answered(worker):
 @pytest.mark.clause("SB-W-7")
 def test_response_carries_the_request_id(worker):
     w = worker.spawn()
-    ids = [1, 2, 0, -5, 42, "x", "y z", "", "s-1"] + ([2.5] if worker.bus else [])  # MCP: integers
+    # "7": a string that looks like a number must come back a string (not the integer 7)
+    ids = [1, 2, 0, -5, 42, "x", "y z", "", "s-1", "7"] + ([2.5] if worker.bus else [])  # MCP: integers
     msgs = [worker.request(id=i, session="s1" if n % 2 else None) for n, i in enumerate(ids)]
     w.send_lines([m.line for m in msgs])
-    got = answers_of(w, msgs)
-    for m, line in zip(msgs, got):
-        assert line.obj["id"] == m.obj["id"] and type(line.obj["id"]) is type(m.obj["id"]), \
-            f"answer to {m.line.strip()!r} carries another id: {line.data[:200]!r}"
-    last = worker.request(id="last")  # whatever the requests made it write comes before this answer
-    w.send(last.line)
-    w.recv_response(last.key)
+    problems = []  # each id judged on its own
+    for m in msgs:
+        try:
+            line = w.recv_response(m.key)
+        except WorkerError as exc:
+            problems.append(f"{m.line.strip()!r} got no answer with its id: {exc}")
+            continue
+        if not (line.obj["id"] == m.obj["id"] and type(line.obj["id"]) is type(m.obj["id"])):
+            problems.append(f"answer to {m.line.strip()!r} carries another id: {line.data[:200]!r}")
+    if w.running:
+        last = worker.request(id=len(ids) + 100)  # whatever the requests made it write comes before this answer
+        w.send(last.line)
+        w.recv_response(last.key)
     sent = w.request_keys  # these and the suite's own (initialize of the MCP handshake)
-    strangers = [line for line in complete(w.lines) if line.kind == "response" and line.id_key not in sent]
-    assert not strangers, f"responses whose id no request carried: {show(strangers)}"
+    # after the handshake: a reply to notifications/initialized is SB-T-11's (SB-J-10's) to judge
+    strangers = [line for line in complete(w.lines) if line.kind == "response" and line.id_key not in sent
+                 and line.seq > w.settled]
+    if strangers:
+        problems.append(f"responses whose id no request carried: {show(strangers)}")
+    assert not problems, "; ".join(problems)
 
 
 @pytest.mark.clause("SB-W-8")
@@ -172,7 +184,8 @@ def test_lines_are_read_whole_however_they_are_written(worker):
     pieces = worker.request(id="pieces", session="s1")
     w.send_pieces(pieces.line, 5, 0.03)
     utf8 = worker.request(id="ü-split", session="sé")  # cut inside a two-byte character
-    cut = utf8.line.index("ü".encode()) + 1
+    # (a worker judged with integer ids, and no sessionId, has no ü left to cut: the middle, then)
+    cut = utf8.line.index("ü".encode()) + 1 if "ü".encode() in utf8.line else len(utf8.line) // 2
     w.send(utf8.line[:cut])
     w.wait_drained()  # so the two halves reach the worker in two reads
     w.send(utf8.line[cut:])

@@ -123,3 +123,41 @@ def test_stdin_and_stdout_stay_open_while_serving(worker):
         fds = w.pipe_fds()
         assert fds["stdin"], "the worker no longer holds its stdin pipe open"
         assert fds["stdout"], "the worker no longer holds its stdout pipe open"
+
+
+def stop_as_a_client_does(worker, w, how):
+    """MCP lifecycle, Shutdown (stdio): the client closes the server's stdin,
+    sends SIGTERM if it has not exited in reasonable time, then SIGKILL. A
+    client may also send SIGTERM first (how="sigterm"). Returns the steps
+    taken."""
+    steps = []
+    if how == "eof":
+        steps.append("end of input")
+        w.close_stdin()
+        try:
+            w.wait_exit(worker.timeout)
+            return steps
+        except WorkerTimeout:
+            pass
+    steps.append("SIGTERM")
+    w.signal(signal.SIGTERM)
+    try:
+        w.wait_exit(worker.timeout)
+    except WorkerTimeout:
+        steps.append("SIGKILL")
+        w.kill()
+    return steps
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
+@pytest.mark.clause("SB-T-3")
+def test_nothing_but_json_rpc_while_stopped(worker, how):
+    # a launcher (npm's, a shell) that prints on its way out writes on the server's stdout too
+    w = worker.spawn()
+    ready(worker, w)
+    w.send_lines([worker.request(session="s1").line for _ in range(3)])
+    steps = stop_as_a_client_does(worker, w, how)
+    w.wait_eof(worker.timeout)
+    bad = [line for line in w.lines if wj.kind(line.obj) not in ("request", "notification", "response", "batch")]
+    assert not bad, f"stopped by {', then '.join(steps)}, the worker wrote lines that are not JSON-RPC " \
+                    f"messages: {show(bad)}"

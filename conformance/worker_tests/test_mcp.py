@@ -87,6 +87,7 @@ def test_initialize_declares_tools(worker):
 
 @pytest.mark.clause("SB-T-11")
 def test_initialized_notification_gets_nothing(worker):
+    worker.blocked_by("notification-answered")  # every notification, this one too: SB-J-10's root cause
     w = worker.spawn(handshake=False)
     m = worker.initialize(session="s1")
     w.send(m.line)
@@ -159,13 +160,26 @@ def test_ping_and_tools_list_are_answered_at_once(worker):
         w.recv_response(m.key, worker.timeout)
 
 
+def params_error_problem(line, what) -> str | None:
+    """SB-J-8 judges the code of an error that comes: a server may accept
+    params that a client MUST NOT send (leniency breaks no source). Why the
+    answer breaks it; "" when it is a result (not judged); None when right."""
+    if "error" not in line.obj:
+        return ""
+    try:
+        error_response(line, PARAMS, what)
+    except AssertionError as exc:
+        return str(exc)
+    return None
+
+
 @pytest.mark.clause("SB-J-8")
 def test_initialize_without_version_and_bad_arguments_are_invalid_params(worker):
     # initialize as the first message of a connection, as a client sends it, without protocolVersion
     w = worker.spawn(handshake=False)
     m = worker.initialize(params={"capabilities": {}, "clientInfo": CLIENT_INFO}, session="s1")
     w.send(m.line)
-    error_response(w.recv_response(m.key), PARAMS, f"request {m.line.strip()!r}")
+    problems = [params_error_problem(w.recv_response(m.key), f"request {m.line.strip()!r}")]
     # tools/call whose arguments are not an object (the CallToolRequest schema), on a listed tool
     w = worker.spawn()
     if worker.desc.tool_call is not None:
@@ -178,7 +192,10 @@ def test_initialize_without_version_and_bad_arguments_are_invalid_params(worker)
         require(isinstance(name, str), f"tools/list names no tool: {tools!r}")
     m = worker.rpc("tools/call", {"name": name, "arguments": 5}, session="s1")
     w.send(m.line)
-    error_response(w.recv_response(m.key), PARAMS, f"request {m.line.strip()!r}")
+    problems.append(params_error_problem(w.recv_response(m.key), f"request {m.line.strip()!r}"))
+    assert not [p for p in problems if p], "; ".join(p for p in problems if p)
+    if problems == ["", ""]:
+        pytest.skip("the worker accepted both requests (a result each): no error code to judge")
 
 
 # -- text on one line, in UTF-8 --------------------------------------------------------------

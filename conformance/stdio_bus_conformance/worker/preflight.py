@@ -11,7 +11,16 @@ Probes, each on a fresh process, each wait bounded by the answer deadline
 * initialize: that MCP server answers `initialize` with a result;
 * foreign-member (`plain`): a request carrying a top-level sessionId is
   answered too;
-* sigterm (`plain`): SIGTERM ends an idle worker by itself.
+* sigterm (`plain`): SIGTERM ends an idle worker by itself;
+* id shapes (`jsonrpc`, `mcp`): a worker that answers no request with a
+  string id is tried again, on a fresh process, with integer ids; when those
+  are answered, the root cause is named once (SB-W-7) and the run goes on
+  with integer ids (WorkerRun.int_ids) instead of blocking every test;
+* poisons (`jsonrpc`, `mcp`): each kind of input of worker/inputs.py, then
+  a request: a worker that dies on that kind, or stops answering after it,
+  is named once by the test of that input's clause (worker/inputs.py);
+* notifications (`jsonrpc`, `mcp`): a worker that answers one is named once
+  (SB-J-10), and SB-T-11, its special case, is blocked.
 
 A finding names its root cause once: the clause it breaks and the test that
 judges it (that test runs as usual). Every other test that would stand on it
@@ -30,7 +39,8 @@ import time
 
 from . import rawjson as wj
 from ..common.transcript import Recorder, render
-from .description import WorkerDescription, discover_tool_call
+from .description import WorkerDescription, discover_tool_call, speaks
+from .inputs import POISONS, namer
 from .process import WorkerError, WorkerProc, WorkerTimeout
 
 # root cause -> (clause, the test that names it)
@@ -39,6 +49,8 @@ SILENT_RPC = ("SB-J-16", "test_every_request_gets_exactly_one_response")
 INITIALIZE = ("SB-T-8", "test_initialize_answers_version_capabilities_and_server_info")
 FOREIGN = ("SB-W-12", "test_a_request_with_members_it_does_not_know_is_answered")
 SIGTERM = ("SB-W-11", "test_sigterm_when_idle_ends_the_worker_by_itself")
+STRING_IDS = ("SB-W-7", "test_response_carries_the_request_id")
+NOTIFICATIONS = ("SB-J-10", "test_notifications_get_no_answer")
 
 
 def _finding(key: str, where: tuple, summary: str) -> dict:
@@ -48,13 +60,15 @@ def _finding(key: str, where: tuple, summary: str) -> dict:
 class _Probe:
     """One preflight process: the suite's client side, stripped down."""
 
-    def __init__(self, desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str, n: int):
+    def __init__(self, desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str, n: int,
+                 int_ids: bool = False):
         env = dict(os.environ)
         env.update(desc.env)
         self.desc, self.timeout = desc, timeout
         self.proc = WorkerProc(desc.argv(), env, workdir, recorder, f"preflight#{n}", timeout)
         self.proc.auto_reply = self._reply
         self.ids = 0
+        self.int_ids = int_ids  # integer ids only (a worker that takes no string id)
 
     @staticmethod
     def _reply(proc, line):
@@ -63,21 +77,33 @@ class _Probe:
         (name, value), = member.items()
         proc.send(envelope(id=line.raw("id"), extra={name: value}))
 
-    def ask(self, method: str, params=None, session: bytes | None = None):
+    def ask(self, method: str, params=None, session: bytes | None = None, before: list | None = None):
         """Sends a request; its response object, or None when none came in
-        time (or the worker ended)."""
+        time (or the worker ended). before: gets the lines the worker wrote
+        before that response."""
         from .run import envelope
         self.ids += 1
-        rid = wj.token(f"sb-preflight-{self.ids}")
+        rid = wj.token(self.ids if self.int_ids else f"sb-preflight-{self.ids}")
         self.proc.send(envelope(id=rid, method=method, params=params, session=session))
         try:
-            return self.proc.recv_response(wj.id_key(rid), self.timeout).obj
+            earlier, answer = self.proc.until(wj.id_key(rid), self.timeout)
         except WorkerError:
             return None
+        if before is not None:
+            before.extend(earlier)
+        return answer.obj
 
     def notify(self, method: str) -> None:
         from .run import envelope
         self.proc.send(envelope(method=method))
+
+    def send(self, line: bytes) -> bool:
+        """Writes a line; False when the worker's stdin is closed."""
+        try:
+            self.proc.send(line)
+            return True
+        except WorkerError:
+            return False
 
     def stop(self) -> None:
         self.proc.stop()
@@ -88,31 +114,58 @@ def _request(desc: WorkerDescription) -> tuple[str, object]:
     return r["method"], r.get("params")
 
 
+def _initialized(init) -> bool:
+    return isinstance(init, dict) and isinstance(init.get("result"), dict)
+
+
+def _start(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str, n: int,
+           int_ids: bool) -> tuple[_Probe, object, object]:
+    """A probe process, initialized as an MCP client does (when it is an MCP
+    server alone), that has been sent the simplest request: (probe, the
+    initialize response, that request's response)."""
+    from .run import CLIENT_CAPABILITIES, CLIENT_INFO
+    p = _Probe(desc, timeout, recorder, workdir, n, int_ids)
+    init = None
+    if desc.mcp_handshake:
+        init = p.ask("initialize", {"protocolVersion": desc.mcp_version,
+                                    "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO})
+        if _initialized(init):
+            p.notify("notifications/initialized")
+    method, params = _request(desc)
+    return p, init, p.ask(method, params)
+
+
 def run(desc: WorkerDescription, timeout: float) -> dict:
     """The preflight of one run; never raises for what the worker does."""
-    from .run import CLIENT_CAPABILITIES, CLIENT_INFO
     t0 = time.monotonic()
     recorder = Recorder()
     workdir = tempfile.mkdtemp(prefix="sbw-preflight-")
     findings: list[dict] = []
     tool_call, tool_note = None, ""
     method, params = _request(desc)
+    int_ids = False
     try:
-        p = _Probe(desc, timeout, recorder, workdir, 1)
+        p, init, answer = _start(desc, timeout, recorder, workdir, 1, False)
         try:
-            init = None
-            if desc.mcp_handshake:
-                init = p.ask("initialize", {"protocolVersion": desc.mcp_version,
-                                            "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO})
-                if isinstance(init, dict) and isinstance(init.get("result"), dict):
-                    p.notify("notifications/initialized")
-            answer = p.ask(method, params)
+            if answer is None and speaks(desc.claims, "jsonrpc") and not desc.bus:
+                # strings and integers are both valid ids (JSON-RPC 2.0 section 4, MCP messages):
+                # one shape refused is one root cause, and the rest is judged with the other
+                q, q_init, q_answer = _start(desc, timeout, recorder, workdir, 2, True)
+                if q_answer is not None:
+                    p.stop()
+                    p, init, answer, int_ids = q, q_init, q_answer, True
+                    findings.append(_finding("string-ids", STRING_IDS,
+                                             "the worker answers no request whose id is a string, and answers "
+                                             "the same request with an integer id: the run goes on with "
+                                             "integer ids"))
+                else:
+                    q.stop()
             if answer is None and (init is None or not desc.mcp_handshake):
                 where = SILENT_PLAIN if desc.bus else SILENT_RPC
                 what = f"`{method}`" + (" nor `initialize`" if desc.mcp_handshake else "")
                 findings.append(_finding("silent", where, f"the worker answers no request: neither {what} "
                                          f"got an answer within {timeout:g} s"))
-            elif desc.mcp_handshake and not (isinstance(init, dict) and isinstance(init.get("result"), dict)):
+            elif desc.mcp_handshake and not _initialized(init):
                 got = "no answer" if init is None else f"{init.get('error', init)!r}"[:200]
                 findings.append(_finding("initialize", INITIALIZE,
                                          f"the worker does not initialize an MCP session: `initialize` got {got}"))
@@ -129,15 +182,66 @@ def run(desc: WorkerDescription, timeout: float) -> dict:
                                              f"sessionId{ended}, while it answers the same request without"))
         finally:
             p.stop()
-        if desc.bus and not any(f["key"] == "silent" for f in findings):
+        healthy = not any(f["key"] in ("silent", "initialize") for f in findings)
+        if desc.bus and healthy:
             findings += _sigterm(desc, timeout, recorder, workdir)
+        if speaks(desc.claims, "jsonrpc") and healthy:
+            findings += _poisons(desc, timeout, recorder, workdir, int_ids)
     except WorkerError as exc:  # e.g. its stdin closed while the suite wrote
         findings.append(_finding("silent", SILENT_PLAIN if desc.bus else SILENT_RPC,
                                  f"the worker answers no request: {exc}"))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return {"findings": findings, "tool_call": tool_call, "tool_note": tool_note,
+    return {"findings": findings, "tool_call": tool_call, "tool_note": tool_note, "int_ids": int_ids,
             "seconds": round(time.monotonic() - t0, 3), "transcript": render(recorder)}
+
+
+def _poisons(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str,
+             int_ids: bool) -> list[dict]:
+    """Each kind of input a worker may die on (worker/inputs.py), then the
+    simplest request, on one process while it lives: a kind after which that
+    request gets no answer is a root cause, named by its own test."""
+    method, params = _request(desc)
+    found, p, n, notified = [], None, 10, False
+    try:
+        batches = "jsonrpc" in desc.claims or ("mcp" in desc.claims and desc.mcp_version == "2025-03-26")
+        for kind, (_, _, line) in POISONS.items():
+            if p is None:
+                n += 1
+                p, _, answer = _start(desc, timeout, recorder, workdir, n, int_ids)
+                if answer is None:
+                    return found  # a flaky start: the tests will tell
+            if p.send(line) and p.ask(method, params) is not None:
+                if not notified:  # once, on a worker that lives
+                    notified = True
+                    found += _answers_notifications(p, method, params)
+                continue
+            ended = f"it exited with status {p.proc.proc.poll()}" if not p.proc.running \
+                else "it stops answering"
+            found.append(_finding(f"poison:{kind}", namer(kind, batches),
+                                  f"the worker does not survive the line {line.strip()!r}: {ended}"))
+            p.stop()
+            p = None
+    finally:
+        if p is not None:
+            p.stop()
+    return found
+
+
+def _answers_notifications(p: _Probe, method: str, params) -> list[dict]:
+    """A notification the worker does not know, then a request: a response
+    before that request's answer is an answer to the notification. Named
+    once, by SB-J-10; SB-T-11 (notifications/initialized) is its special case."""
+    from .run import envelope
+    p.send(envelope(method="sb/preflight/notification"))
+    before: list = []
+    if p.ask(method, params, before=before) is None:
+        return []
+    replies = [x for x in before if x.kind == "response"]
+    if not replies:
+        return []
+    return [_finding("notification-answered", NOTIFICATIONS,
+                     f"the worker answers notifications: {replies[0].data[:120]!r} came for one")]
 
 
 def _sigterm(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str) -> list[dict]:

@@ -91,6 +91,7 @@ class WorkerProc:
         self.returncode: int | None = None
         self.killed = False
         self.lines: list[Line] = []          # every line, in arrival order
+        self.settled = -1                    # seq of the last line of the MCP handshake (-1: none)
         self.request_keys: set = set()       # id keys of every request the suite wrote
         self.stdout = bytearray()            # every byte, exactly
         self._stderr = bytearray()
@@ -104,6 +105,9 @@ class WorkerProc:
         self.auto_reply = None
         # before_signal(sig): may refuse (skip) a signal the test would send
         self.before_signal = None
+        # before_send(data): may refuse (skip) input the test would write
+        self.before_send = None
+        self._sent_tail = b""  # what was sent after the last newline (a line in pieces)
         recorder.note(f"{name}: start: {' '.join(self.argv)}")
         try:
             self.proc = subprocess.Popen(self.argv, cwd=cwd, env=env, start_new_session=True,
@@ -155,6 +159,9 @@ class WorkerProc:
             raise HarnessError(f"{self.name}.send() takes bytes, not {type(data).__name__}")
         if self._stdin_closed:
             raise HarnessError(f"{self.name}: send() after close_stdin()")
+        if self.before_send is not None:  # it judges whole lines: the start of this one may be sent already
+            self.before_send(self._sent_tail + bytes(data))
+        self._sent_tail = (self._sent_tail + bytes(data)).rpartition(b"\n")[2]
         self.recorder.add(f"suite -> {self.name}", bytes(data))
         for line in bytes(data).split(b"\n"):
             obj = wj.parse(line) if b'"method"' in line else None
@@ -277,6 +284,13 @@ class WorkerProc:
     def answer(self, key, timeout: float | None = None) -> dict:
         """The response to the request with id key, as an object."""
         return self.recv_response(key, timeout).obj
+
+    def forget_before(self, line: Line) -> None:
+        """Removes from the queue every line the worker wrote before `line`
+        (they stay in self.lines for the tests that judge every line)."""
+        with self._cond:
+            for earlier in [x for x in self._queue if x.seq < line.seq]:
+                self._queue.remove(earlier)
 
     def drain(self) -> list[Line]:
         """Removes and returns every queued line."""

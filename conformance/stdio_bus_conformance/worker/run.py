@@ -41,7 +41,8 @@ import pytest
 from . import rawjson as wj
 from ..common.errors import HarnessError
 from ..common.transcript import Recorder, render
-from .description import WorkerDescription, fill, mentions
+from .description import WorkerDescription, fill, mentions, speaks
+from .inputs import kind_of, kinds_in
 from .process import Line, WorkerError, WorkerProc, WorkerTimeout
 
 SAMPLING_RESULT = {"role": "assistant", "content": {"type": "text", "text": "the suite answers"},
@@ -127,6 +128,17 @@ class WorkerRun:
         if foreign is not None and ctx.selected is not None and foreign["test"] not in ctx.selected:
             foreign = None
         self.sessions_ok = self.desc.bus and (foreign is None or foreign["test"] == self.test_name)
+        # a worker that takes no string id (preflight) gets integers instead, except in the test
+        # that names it; the MCP handshake always gets integers, so that test reaches its own ids
+        self.handshake_int_ids = bool((ctx.preflight or {}).get("int_ids"))
+        self.int_ids = self.handshake_int_ids and not self._names("string-ids")
+        self._int_of: dict = {}
+        self._in_handshake = False
+
+    def _names(self, key: str) -> bool:
+        """Whether this test is the one that names the root cause `key`."""
+        f = self.findings.get(key)
+        return f is not None and f["test"] == self.test_name
 
     # -- what the preflight found ---------------------------------------------------------
     def blocked_by(self, key: str) -> None:
@@ -137,6 +149,29 @@ class WorkerRun:
         # a root cause whose own test is left out of the run is not named: nothing is blocked by it
         if f is not None and f["test"] != self.test_name and (selected is None or f["test"] in selected):
             pytest.skip(f"blocked: {f['summary']} (root cause, named by {f['clause']} in {f['test']})")
+
+    def poisoned(self, line: bytes) -> bool:
+        """Whether the preflight found that this kind of line kills the worker
+        or stops its answers (worker/inputs.py)."""
+        return f"poison:{kind_of(line, self.mcp_only)}" in self.findings
+
+    def harmless(self, lines) -> list[bytes]:
+        """The lines without those that kill the worker, for tests that send
+        them only to make it write (the workload)."""
+        return [line for line in lines if not self.poisoned(line)]
+
+    def _before_send(self, data: bytes) -> None:
+        """A test about to write a kind of input the worker dies on is
+        blocked by that root cause, unless it is the test that names it."""
+        if not self.speaks_jsonrpc() or not any(k.startswith("poison:") for k in self.findings):
+            return
+        for kind in sorted(kinds_in(data, self.mcp_only)):
+            self.blocked_by(f"poison:{kind}")
+
+    @property
+    def mcp_only(self) -> bool:
+        """Judged as an MCP server only: ids never null, params an object."""
+        return self.claims("mcp") and not self.claims("jsonrpc") and not self.bus
 
     def uses_sessions(self) -> bool:
         """Whether this test may send sessionIds (in raw lines of its own):
@@ -167,6 +202,7 @@ class WorkerRun:
         self.procs.append(p)
         p.auto_reply = self.reply_to if auto_reply else None
         p.before_signal = self._before_signal
+        p.before_send = self._before_send
         if handshake:
             self.handshake(p)
         return p
@@ -181,17 +217,25 @@ class WorkerRun:
         the requests the worker sends on being initialized (roots/list...)
         are answered, so a test starts on a settled session. Returns the
         initialize result."""
-        m = self.initialize(id=f"sb-init-{self.next_id()}")
-        proc.send(m.line)
-        line = self.serve(proc, m.key)
-        result = line.obj.get("result")
-        if not isinstance(result, dict):
-            raise WorkerError(f"{proc.name}: initialize failed, so the MCP session cannot start: "
-                              f"{line.data[:300]!r}")
-        ping = self.rpc("ping", id=f"sb-init-{self.next_id()}")
-        proc.send(self.notification("notifications/initialized").line + ping.line)
-        self.serve(proc, ping.key)
-        return result
+        self._in_handshake = True
+        try:
+            m = self.initialize(id=f"sb-init-{self.next_id()}")
+            proc.send(m.line)
+            line = self.serve(proc, m.key)
+            result = line.obj.get("result")
+            if not isinstance(result, dict):
+                raise WorkerError(f"{proc.name}: initialize failed, so the MCP session cannot start: "
+                                  f"{line.data[:300]!r}")
+            ping = self.rpc("ping", id=f"sb-init-{self.next_id()}")
+            proc.send(self.notification("notifications/initialized").line + ping.line)
+            pong = self.serve(proc, ping.key)
+            # what the handshake made it write (a reply to notifications/initialized is SB-T-11's
+            # to judge) must not pass for an answer to the test's first input
+            proc.forget_before(pong)
+            proc.settled = pong.seq
+            return result
+        finally:
+            self._in_handshake = False
 
     def claims(self, profile: str) -> bool:
         return self.desc.claims_profile(profile)
@@ -202,7 +246,7 @@ class WorkerRun:
         return self.desc.bus
 
     def speaks_jsonrpc(self) -> bool:
-        return self.claims("jsonrpc") or self.claims("mcp")
+        return speaks(self.desc.claims, "jsonrpc")
 
     def takes_batches(self) -> bool:
         """JSON-RPC batches are the worker's business: `jsonrpc`, or `mcp`
@@ -220,6 +264,35 @@ class WorkerRun:
     def next_id(self) -> int:
         return next(self._ids)
 
+    def id_token(self, value) -> bytes:
+        """The token of an id (a Python value or raw bytes). For a worker that
+        takes no string id (preflight), a string id becomes an integer, the
+        same one each time in this test, so keys and cancellations agree."""
+        tok = _tok(value)
+        if not (self.int_ids or (self._in_handshake and self.handshake_int_ids)):
+            return tok
+        v = wj.parse(tok)
+        if not isinstance(v, str):
+            return tok
+        return wj.token(self._int_of.setdefault(v, 900000 + len(self._int_of)))
+
+    def judge_each(self, cases, judge, *, handshake: bool | None = None) -> None:
+        """judge(proc, case) for every case, each judged on its own: a case
+        that fails does not stop the others, and after one the worker dies on
+        or stops answering, the next runs on a fresh worker. Fails once, with
+        every failing case."""
+        failures = []
+        proc = self.spawn(handshake=handshake)
+        for case in cases:
+            try:
+                judge(proc, case)
+            except AssertionError as exc:
+                failures.append(str(exc))
+            except WorkerError as exc:
+                failures.append(f"{case!r}: {exc}")
+                proc = self.spawn(handshake=handshake)
+        assert not failures, f"{len(failures)} of {len(cases)} cases fail: " + "; ".join(failures)
+
     def rpc(self, method: str, params=None, *, id=None, session=None, notification: bool = False) -> Msg:
         """A JSON-RPC request (or notification). id and session: Python values
         or raw tokens (bytes); id defaults to a fresh number. The session is
@@ -228,7 +301,7 @@ class WorkerRun:
             session = None
         if notification:
             return Msg(envelope(method=method, params=params, session=_tok(session)))
-        id_tok = _tok(self.next_id() if id is None else id)
+        id_tok = self.id_token(self.next_id() if id is None else id)
         return Msg(envelope(id=id_tok, method=method, params=params, session=_tok(session)),
                    wj.id_key(id_tok))
 
@@ -296,7 +369,7 @@ class WorkerRun:
 
     def cancel(self, request_id, *, session=None) -> Msg:
         """notifications/cancelled naming request_id (a Python value or raw token)."""
-        params = b'{"requestId":' + _tok(request_id) + b',"reason":"the suite cancels it"}'
+        params = b'{"requestId":' + self.id_token(request_id) + b',"reason":"the suite cancels it"}'
         return self.rpc("notifications/cancelled", params, session=session, notification=True)
 
     def _fact(self, fact: str):
@@ -370,26 +443,30 @@ class WorkerRun:
         sentinel request; waits (bounded) for its answer, answering the
         worker's own requests. Whether answers are right (or come at all: a
         worker may die halfway) is other tests' business: this only makes the
-        worker write."""
+        worker write. A kind of input the preflight found the worker dies on
+        is left out: its own test names that (worker/inputs.py)."""
         try:
             self._workload(proc, malformed)
         except WorkerError:
             pass
 
     def _workload(self, proc: WorkerProc, malformed: bool) -> None:
+        def send_some(lines):
+            if lines:
+                proc.send_lines(lines)
         msgs = [self.request(id=1), self.request(id="a", session="s1"), self.request(id=-7, session="s2"),
                 self.request(id=b'"\\u00e9t\\u00e9"', session=b'"caf\\u00e9"'),
                 self.request(id="été 😀", session="sé"), self.request(notification=True, session="s1")]
         proc.send_lines([m.line for m in msgs])
         proc.send_pieces(self.request(id="pieces", session="s3").line, 3, 0.01)
         if malformed:
-            proc.send_lines([b"{broken\n", b"not json at all\n", b'{"jsonrpc":"2.0"}\n', b"\n", b"  \t \n",
-                             b'{"jsonrpc":"2.0","id":"resp-1","result":{}}\n'])
+            send_some(self.harmless([b"{broken\n", b"not json at all\n", b'{"jsonrpc":"2.0"}\n', b"\n",
+                                     b"  \t \n", b'{"jsonrpc":"2.0","id":"resp-1","result":{}}\n']))
         if self.speaks_jsonrpc():
-            proc.send_lines([self.rpc("no/such/method", id="nm", session="s1").line,
-                             b'{"jsonrpc":"1.0","id":"v1","method":"ping"}\n',
-                             b'{"jsonrpc":"2.0","id":"m5","method":5}\n', b"42\n",
-                             b'{"jsonrpc":"2.0","id":"e1","error":{"code":-1,"message":"x"}}\n'])
+            send_some(self.harmless([self.rpc("no/such/method", id="nm", session="s1").line,
+                                     b'{"jsonrpc":"1.0","id":"v1","method":"ping"}\n',
+                                     b'{"jsonrpc":"2.0","id":"m5","method":5}\n', b"42\n",
+                                     b'{"jsonrpc":"2.0","id":"e1","error":{"code":-1,"message":"x"}}\n']))
         if self.claims("mcp"):
             if not self.desc.mcp_handshake:  # an MCP server alone was initialized when spawned
                 proc.send_lines([self.initialize(id="init", session="s1").line,
@@ -398,16 +475,18 @@ class WorkerRun:
             if self.desc.tool_call is not None:
                 proc.send(self.call("tool_call", id="tc", session="s1", text="line\nbreak é").line)
             if self.desc.long_call is not None:
-                proc.send(self.call("long_call", id="lc", session="s2", token="tok-lc", ms=150, steps=3).line)
+                long = self.call("long_call", id="lc", session="s2", token="tok-lc", ms=150, steps=3)
+                proc.send(long.line)
             if self.desc.ask_call is not None:
-                proc.send(self.call("ask_call", id="ac", session="s2").line)
+                ask = self.call("ask_call", id="ac", session="s2")
+                proc.send(ask.line)
         sentinel = self.request(id="sentinel", session="s1")
         proc.send(sentinel.line)
         self.serve(proc, sentinel.key)
         if self.claims("mcp") and self.desc.long_call is not None:
-            self.serve(proc, wj.key_of("lc"), self.timeout + self.long_ms(150) / 1000)
+            self.serve(proc, long.key, self.timeout + self.long_ms(150) / 1000)
         if self.claims("mcp") and self.desc.ask_call is not None:
-            self.serve(proc, wj.key_of("ac"))
+            self.serve(proc, ask.key)
 
     # -- teardown and artifacts ----------------------------------------------------------
     def stop(self) -> None:
