@@ -24,6 +24,7 @@ import pytest
 from stdio_bus_conformance import (DaemonTimeout, WorkerLog, check, checking, has_level, procinfo,
                                    wait_timeout, wait_until, worker_context)
 from stdio_bus_conformance import evidence, pid_of, request_after_exit, tracked_client, wait_link_closed, wait_worker_failed
+from stdio_bus_conformance import pipes_held_pool
 
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
 # closes their stdin, and a mock that exits at EOF first never logs the signal.
@@ -80,17 +81,6 @@ def start_pools(bus, pools, overrides=None):
         bus.worker_log(p["id"]).wait_count(lambda r: r.kind == "start", p["instances"], wait_timeout(),
                                            f"'start' ({p['instances']} workers of pool {p['id']})")
     return d
-
-
-def pipes_held_pool(bus, id, instances, args=()):
-    """Mock workers that leave a helper process holding their stdin, stdout
-    and stderr: when one of them exits its pipes stay open, so only the exit
-    itself (SIGCHLD) tells the daemon, not an EOF or a broken pipe."""
-    p = bus.pool(id, instances, args)
-    bus.expect_leftovers("helpers that hold the pipes of exited workers (sleep 60)")
-    keep = 'exec 3<&0; sleep 60 <&3 3<&- & exec 3<&-; exec "$@"'
-    return {"id": id, "command": "/bin/sh", "args": ["-c", keep, "sh", p["command"]] + p["args"],
-            "instances": instances}
 
 
 # How a worker exits: plainly (its pipes close with it), or leaving its
