@@ -441,6 +441,27 @@ def test_response_written_just_before_exit_is_delivered(bus):
     assert len(pids) == 4
 
 
+@pytest.mark.clause("SB-I-40")
+def test_answer_and_exit_seen_in_one_go_the_answer_is_delivered(bus):
+    # The daemon is stopped while the worker answers and exits: when it runs
+    # again, the answer in the pipe and the exit (SIGCHLD) wait for it at once,
+    # and whichever it handles first, the answer is routed before the cleanup.
+    d = bus.start(instances=1)
+    c = bus.client()
+    log = bus.worker_log()
+    pid = log.pids()[0]
+    c.send_json({"jsonrpc": "2.0", "id": "last", "method": "test/last",
+                 "params": {"mock": {"then": "exit", "delay_ms": 500}}})
+    log.wait_received(b'"id":"last"')
+    d.signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: procinfo.state(pid) == "Z", wait_timeout(),
+                   f"worker {pid} answered and exited (a zombie while the daemon is stopped)")
+    finally:
+        d.signal(signal.SIGCONT)
+    assert pid_of(c.recv_response("last")) == pid
+
+
 @ONE_MODE
 @pytest.mark.clause("SB-7.1.3-1", "SB-I-9")
 def test_exited_worker_is_restarted_whatever_its_exit(bus):
