@@ -19,7 +19,9 @@ behaviour off, so a self-test can show that the matching tests fail:
   no-round-robin       send every new message to the first worker
   notify-broadcast     send session notifications to every client
   validate-jsonrpc     drop client messages without "jsonrpc":"2.0" or a method
+  drop-unknown-cancel  drop a notifications/cancelled naming no pending request
   forward-partial      forward client bytes to the first worker as they arrive
+  forward-worker-partial  forward worker bytes to the newest client as they arrive
   stderr-as-stdout     read worker stderr as worker output
   ids-by-value         key pending requests by id value (1 == 1.0), not raw token
   ids-not-per-worker   key pending requests by id alone, not by worker and id
@@ -315,6 +317,11 @@ class Daemon:
         if "validate-jsonrpc" in BREAKS and (msg.get("jsonrpc") != "2.0" or "method" not in msg):
             log("WARN", f"[{c.name}] not JSON-RPC 2.0: dropped")
             return
+        if "drop-unknown-cancel" in BREAKS and msg.get("method") == "notifications/cancelled":
+            named = json.dumps((msg.get("params") or {}).get("requestId"))
+            if named not in {k[1] if isinstance(k, tuple) else k for k in self.pending}:
+                log("WARN", f"[{c.name}] cancellation of no pending request: dropped")
+                return
         if "notification-no-session" in BREAKS and rid is None:
             sid = None
         data = self.encode(msg, line)
@@ -444,6 +451,17 @@ class Daemon:
                 rid = raw_members(line + b"\n").get("id") if line.strip().startswith(b"{") else None
                 if rid is not None:
                     self.pending[self.key(self.workers[0], rid)] = ep
+            return
+        if "forward-worker-partial" in BREAKS and ep.kind == "worker":
+            live = [c for c in self.clients if not c.closed]
+            if live:
+                live[-1].write(data)
+            ep.inbuf += data  # lines are still read, to retire the requests they answer
+            while b"\n" in ep.inbuf:
+                line, ep.inbuf = ep.inbuf.split(b"\n", 1)
+                rid = raw_members(line + b"\n").get("id") if line.strip().startswith(b"{") else None
+                if rid is not None:
+                    self.pending.pop(self.key(ep, rid), None)
             return
         ep.inbuf += data
         while b"\n" in ep.inbuf and not ep.closed:

@@ -14,11 +14,11 @@ from .common.errors import (ConnectionClosed, DaemonCrashed, DaemonError, Daemon
                             HarnessError, NeverComes)
 from .spec.judge import ClauseFailure, check, checking
 from .common.waits import wait_until
-from .daemon.observe import pid_of, request_after_exit, socket_links, tracked_client, wait_link_closed, wait_worker_failed
-from .daemon.process import MALFORMED_INPUT, connection_context, has_level, worker_context
+from .daemon.observe import pid_of, pipes_held_pool, request_after_exit, socket_links, tracked_client, wait_link_closed, wait_worker_failed
+from .daemon.process import INPUT_OVERFLOW, MALFORMED_INPUT, connection_context, has_level, worker_context
 from .daemon.workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",
            "DaemonTimeout", "HarnessError", "NeverComes", "evidence", "Record", "WorkerLog", "check", "checking", "field", "next_id",
-           "parse_line", "pid_of", "procinfo", "request_after_exit", "socket_links", "tracked_client", "wait_link_closed", "wait_timeout", "wait_until", "wait_worker_failed",
-           "connection_context", "has_level", "worker_context", "MALFORMED_INPUT"]
+           "parse_line", "pid_of", "pipes_held_pool", "procinfo", "request_after_exit", "socket_links", "tracked_client", "wait_link_closed", "wait_timeout", "wait_until", "wait_worker_failed",
+           "connection_context", "has_level", "worker_context", "INPUT_OVERFLOW", "MALFORMED_INPUT"]

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonTimeout, check, checking, pid_of, procinfo, wait_until
+from stdio_bus_conformance import DaemonTimeout, check, checking, pid_of, pipes_held_pool, procinfo, wait_until
 
 
 # -- local helpers ------------------------------------------------------------------
@@ -382,9 +382,13 @@ def test_worker_being_terminated_gets_no_new_message(bus):
                  "params": {"mock": {"emit": "this is not json\n"}}})
     log = bus.worker_log()
     term = log.wait_for(lambda r: r.kind == "signal" and r.pid == bad, what="SIGTERM of the failed worker")
-    answered = [pid_of(c.request()) for _ in range(6)]
-    answered += [pid_of(c.request(session=f"new-{i}")) for i in range(3)]
-    assert bad not in answered
+    # round-robin and new sessions pick RUNNING workers only (B-2): one picking the
+    # STOPPING worker goes unanswered or is answered by it; that it gets nothing at
+    # all, not even for its own sessions, is B-3's (below)
+    with checking("SB-B-2"):
+        answered = [pid_of(c.request()) for _ in range(6)]
+        answered += [pid_of(c.request(session=f"new-{i}")) for i in range(3)]
+        assert bad not in answered, f"the STOPPING worker {bad} was picked: {answered}"
     assert procinfo.exists(bad), "the worker exited too early for this test to mean anything"
     late = [r for r in log.select("in", bad) if r.t_ns > term.t_ns]
     assert late == [], f"the STOPPING worker received {late[0].raw[:100]!r}"
@@ -393,8 +397,13 @@ def test_worker_being_terminated_gets_no_new_message(bus):
 @pytest.mark.requires("restart_backoff")
 @pytest.mark.stands_on("restart-exit0")
 @pytest.mark.clause("SB-B-4", "SB-B-2")
-def test_stopped_worker_gets_nothing_until_restarted(bus):
-    bus.start({"limits": {"restart_backoff_ms": 300}}, instances=2)
+@pytest.mark.parametrize("exit_kind", ["plain", "pipes-held"])
+def test_stopped_worker_gets_nothing_until_restarted(bus, exit_kind):
+    # pipes-held: a helper keeps the worker's pipes open, so that only its exit
+    # (SIGCHLD), not an EOF on its stdout, tells the daemon it is STOPPED
+    pools = [bus.pool("p", 2) if exit_kind == "plain" else pipes_held_pool(bus, "p", 2)]
+    bus.start({"limits": {"restart_backoff_ms": 300}}, pools=pools, wait_workers=False)
+    bus.worker_log().wait_count(lambda r: r.kind == "start", 2, what="'start' of the 2 workers")
     c = bus.client()
     gone = pid_of(c.request(session="s"))
     exit_worker(c, "s")

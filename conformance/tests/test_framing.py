@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stdio_bus_conformance import check, checking, field
+from stdio_bus_conformance import check, checking, field, pid_of
 
 # Valid JSON that a re-serialising daemon would change: spacing, member order,
 # escapes, raw UTF-8 next to \u escapes, a number spelled with an exponent.
@@ -105,6 +105,35 @@ def test_big_payload_passes_through_both_ways(bus):
     out = log.wait_for(lambda r: r.kind == "out" and r.raw.startswith(b'{"jsonrpc":"2.0","id":9,'))
     assert got == out.line
     assert field(json.loads(got), "result", "params", "blob") == blob
+
+
+@pytest.mark.clause("SB-I-26", "SB-4.2.3-1")
+def test_client_gets_whole_lines_however_workers_write_them(bus):
+    bus.start(instances=2)
+    c = bus.client()
+    homes = {}  # worker pid -> a session on it
+    for i in range(8):
+        homes.setdefault(pid_of(c.request(session=f"s{i}")), f"s{i}")
+    assert len(homes) == 2, f"new sessions did not reach both workers: {homes}"
+    first, second = homes.values()
+    blob = "y" * 60_000
+    # the first worker answers in 8 pieces 100 ms apart, the second 250 ms in, while the
+    # first is still half written: on the client's output the two lines must not interleave
+    c.send_json({"jsonrpc": "2.0", "id": "big", "method": "big", "sessionId": first,
+                 "params": {"blob": blob, "mock": {"split": 8, "split_pause_ms": 100}}})
+    c.send_json({"jsonrpc": "2.0", "id": "small", "method": "small", "sessionId": second,
+                 "params": {"mock": {"delay_ms": 250}}})
+    got = {}
+    for _ in range(2):
+        line = c.recv_line(timeout=10)
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"a line of the client's output is not one whole message: "
+                                 f"{line[:60]!r}...{line[-60:]!r}") from None
+        got[msg.get("id")] = msg
+    assert field(got["big"], "result", "params", "blob") == blob
+    assert field(got["small"], "result", "method") == "small"
 
 
 @pytest.mark.clause("SB-4.3-1")

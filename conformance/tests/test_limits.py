@@ -20,18 +20,16 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, evidence, procinfo
+from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, NeverComes, evidence, procinfo
 from stdio_bus_conformance import field, parse_line, wait_timeout, wait_until
 from stdio_bus_conformance import socket_links, wait_worker_failed
-from stdio_bus_conformance import MALFORMED_INPUT, check, checking, connection_context, has_level, worker_context
+from stdio_bus_conformance import INPUT_OVERFLOW, MALFORMED_INPUT, check, checking, connection_context, has_level, worker_context
 
 # Workers whose SIGTERM a test checks run with --on-eof stay: the daemon also
 # closes their stdin, and a mock that exits at EOF first never logs the signal.
 STAY = ["--on-eof", "stay"]
 POLL = 0.005  # a full listen backlog has no notification: retry until the deadline
 
-SLOW = pytest.mark.skipif(os.environ.get("SB_CONFORMANCE_SLOW") != "1",
-                          reason="slow (tens of seconds): set SB_CONFORMANCE_SLOW=1 to run")
 
 MIB = 1 << 20
 
@@ -199,9 +197,15 @@ def test_client_line_over_max_input_buffer_closes_the_client(bus):
     about = connection_about(bus, c)
     since = d.stderr_mark()
     send_expecting_close(c, padded_request(LIMIT + 2, "over"))  # N + 1 bytes and the newline
-    c.expect_closed(bound=evidence.forwarded(bus.worker_log(), b'"over"', "the over-long line"))
-    with checking("SB-7.3.2-2"):  # "log an error with connection context", in any words
-        line = d.wait_logged(about, since=since, what="naming the connection closed for its input")
+    try:
+        c.expect_closed(bound=evidence.forwarded(bus.worker_log(), b'"over"', "the over-long line"))
+    except NeverComes as exc:
+        # taken as a line: the cap configured in limits is not enforced (8.3-1); a
+        # daemon that refuses the line but keeps the client fails the wait (7.3.2-1)
+        check("SB-8.3-1", False, f"max_input_buffer {LIMIT} configured: {exc}")
+    with checking("SB-7.3.2-2"):  # "log an error with connection context": one line, about the overflow, in any words
+        line = d.wait_logged(about, since=since, saying=INPUT_OVERFLOW,
+                             what="about the input overflow, naming the connection closed for it")
     check("SB-I-34", any(has_level(x, "ERROR") for x in d.logged_lines(about, since)),
           f"the error about the input overflow carries no ERROR level word: {line!r}")
     assert not any(b'"over"' in x for x in bus.worker_log().received())
@@ -281,9 +285,13 @@ def test_worker_line_longer_than_max_input_buffer_fails_the_worker(bus, size):
     # a daemon that delivered the line accepted it: nothing it does next is about refusing it,
     # and the recv_line at the end fails the test anyway
     accepted = evidence.delivered(c, b'"pad"', f"the worker line of {size} bytes and its newline")
-    with checking(log_clause):  # an error naming the worker, in any words
-        d.wait_logged(worker_context(pid, "wide", 0), since=since, what=f"naming the worker {pid}",
-                      bound=accepted)
+    with checking(log_clause):  # an error about the overflow naming the worker, in any words
+        try:
+            d.wait_logged(worker_context(pid, "wide", 0), since=since, saying=INPUT_OVERFLOW,
+                          what=f"about the input overflow, naming the worker {pid}", bound=accepted)
+        except NeverComes as exc:  # delivered: to this daemon there was no overflow to log; the
+            # configured cap is not enforced on this connection (8.3-1; one over: SB-I-16's reading)
+            check("SB-I-16" if size == LIMIT + 1 else "SB-8.3-1", False, f"max_input_buffer {LIMIT} configured: {exc}")
     # the daemon closes that connection: it no longer holds the worker's stdout
     wait_until(lambda: stdout_pipe not in procinfo.fds(d.pid).values(), wait_timeout(),
                "the daemon closing the worker's stdout, whose line overflowed", check=accepted)
@@ -318,12 +326,13 @@ def test_client_that_stops_reading_pauses_the_worker_until_it_reads(bus):
             wait_until(lambda: wchar(pid) - w0 >= total, 0.5, "the whole flood written")
         written = wchar(pid) - w0
         if bus.mode == "unix":  # TCP buffers are too elastic for a bound
-            assert written < CAP + 2 * MIB, \
-                f"the worker wrote {written} bytes for a client that reads nothing (cap {CAP})"
-        # reading resumes the worker: everything arrives, whole and in order
-        lines = r.read_lines(repeat, timeout=20)
-        assert set(lines) == {fill_line("bp", FILL).encode()}
-        wait_until(lambda: wchar(pid) - w0 >= total, wait_timeout(), "the whole flood written")
+            # paused at all is 7.3.1-1; paused near the configured cap, not a default one, is 8.3-2
+            check("SB-8.3-2", written < CAP + 2 * MIB,
+                  f"the worker wrote {written} bytes for a client that reads nothing (max_output_queue {CAP})")
+        with checking("SB-7.3.1-3"):  # reading resumes the worker: everything arrives, whole and in order
+            lines = r.read_lines(repeat, timeout=20)
+            assert set(lines) == {fill_line("bp", FILL).encode()}
+            wait_until(lambda: wchar(pid) - w0 >= total, wait_timeout(), "the whole flood written")
     finally:
         r.close()
 
@@ -346,9 +355,12 @@ def test_worker_that_stops_reading_pauses_the_client(bus):
             c.send(note, timeout=max(0.01, deadline - time.monotonic()))
             sent += len(note)
     if bus.mode != "tcp":  # TCP buffers are too elastic for a bound
-        assert sent < CAP + MIB, f"the daemon read {sent} bytes for a worker that reads nothing (cap {CAP})"
+        # stopped reading at all is 7.3.1-1; near the configured cap, not a default one, is 8.3-2
+        check("SB-8.3-2", sent < CAP + MIB,
+              f"the daemon read {sent} bytes for a worker that reads nothing (max_output_queue {CAP})")
 
 
+@pytest.mark.timeout(120)  # a daemon that ignores the configured timeout is waited on up to the default's 60 s
 @pytest.mark.modes("unix", "tcp")
 @pytest.mark.stands_on("slow-reader")
 @pytest.mark.clause("SB-7.3.1-4", "SB-8.3-4", "SB-I-17", "SB-7.2-3")
@@ -363,8 +375,15 @@ def test_client_over_the_cap_for_backpressure_timeout_is_closed(bus):
         r.send(flood_request("bp", fill_line("bp", FILL), total // FILL))
         link = wait_until(lambda: (lambda s: next(iter(s)) if len(s) == 1 else None)(
             socket_links(d.pid) - before), wait_timeout(), "the daemon's fd for the raw client")
-        wait_until(lambda: link not in set(procinfo.fds(d.pid).values()), 1 + wait_timeout(),
-                   "the daemon closing the client stalled for backpressure_timeout_sec")
+        closed = lambda: link not in set(procinfo.fds(d.pid).values())  # noqa: E731
+        try:
+            wait_until(closed, 1 + wait_timeout(), "the daemon closing the client stalled for backpressure_timeout_sec")
+        except DaemonTimeout:
+            # not closed in time: closed at the default timeout instead (60 s, 8.1) is the
+            # configured value not enforced (8.3-4); never closed is 7.3.1-4
+            wait_until(closed, 60 + wait_timeout(), "the daemon closing the stalled client, even at the default 60 s")
+            check("SB-8.3-4", False, f"the stalled client was closed after {time.monotonic() - t0:.1f} s, "
+                  "not after the configured backpressure_timeout_sec (1 s)")
         waited = time.monotonic() - t0
         assert waited >= 0.8, f"closed after {waited:.2f} s, before backpressure_timeout_sec (1 s)"
         r.read_to_eof()
@@ -394,10 +413,12 @@ def test_worker_over_the_cap_for_backpressure_timeout_is_terminated_and_restarte
     t0 = time.monotonic_ns()
     # blocks until the daemon gives up on the stuck worker and reads us again
     c.send(note * (8 * MIB // len(note)), timeout=1 + 2 * wait_timeout())
-    term = log.wait_for(lambda r: r.kind == "signal" and r.pid == stuck, wait_timeout(), "SIGTERM to the stuck worker")
+    with checking("SB-I-17"):  # a worker's connection is closed by terminating and restarting it
+        term = log.wait_for(lambda r: r.kind == "signal" and r.pid == stuck, wait_timeout(),
+                            "SIGTERM to the stuck worker")
+        wait_until(lambda: [p for p in log.pids() if p != stuck], 10, "the stuck worker restarted")
     waited = (term.t_ns - t0) / 1e9
     assert waited >= 0.8, f"terminated after {waited:.2f} s, before backpressure_timeout_sec (1 s)"
-    wait_until(lambda: [p for p in log.pids() if p != stuck], 10, "the stuck worker restarted")
 
 
 # =========================================================================================
@@ -483,18 +504,19 @@ def test_default_max_restarts_is_five(bus):
         d.wait_log("ERROR", since=since)
 
 
-@SLOW
+@pytest.mark.long_wait
 @pytest.mark.timeout(150)
 @pytest.mark.modes("stdio")
 @pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-8.1-3", "SB-I-10")
 def test_default_max_restarts_is_five_at_the_default_pace(bus):
-    # No restart setting at all: five restarts at the daemon's own pace, then none.
+    # No restart setting at all: five restarts at the daemon's own pace, then
+    # none (ours: 1 + 2 + 4 + 8 + 16 s of delays, so long_wait: it starts first).
     d = bus.start(pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
     log = bus.worker_log("crashy")
     log.wait_count(lambda r: r.kind == "exit", 6, 120, "'exit' (six exits: five restarts)")
-    with checking("SB-I-10"):
-        d.wait_log("ERROR", any_of=worker_context(None, "crashy", 0))
+    with checking("SB-I-10"):  # the give-up names the worker in any form: its last pid too
+        d.wait_log("ERROR", any_of=worker_context(log.pids()[-1], "crashy", 0))
     with pytest.raises(DaemonTimeout):
         log.wait_count(lambda r: r.kind == "start", 8, 2.0)
     check("SB-I-10", len(log.select("start")) == 6, "more than five restarts")

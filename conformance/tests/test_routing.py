@@ -305,3 +305,16 @@ def test_notification_with_new_session_creates_the_session(bus):
     for _ in range(4):
         c.request()  # move the round-robin cursor
     assert pid_of(c.request(session="by-notification")) == rec.pid
+
+
+@pytest.mark.clause("SB-I-44")
+def test_cancellation_of_a_request_the_daemon_never_saw_is_forwarded(bus):
+    # The daemon does not inspect notifications/cancelled: one naming a request
+    # it never carried goes to the session's worker like any session notification.
+    bus.start(instances=2)
+    c = bus.client()
+    home = pid_of(c.request(session="s"))
+    line = c.notify("notifications/cancelled", params={"requestId": "never-sent", "reason": "test"}, session="s")
+    c.sync(session="s")  # the session's worker has read everything sent before
+    got = [(r.pid, r.line) for r in bus.worker_log().select("in") if b'"never-sent"' in r.raw]
+    assert got == [(home, line)], f"the cancellation reached {got}, not (only) the session's worker {home}"

@@ -14,6 +14,17 @@ from .client import field
 from .process import worker_context
 
 
+def pipes_held_pool(bus, id, instances, args=()):
+    """Mock workers that leave a helper process holding their stdin, stdout
+    and stderr: when one of them exits its pipes stay open, so only the exit
+    itself (SIGCHLD) tells the daemon, not an EOF or a broken pipe."""
+    p = bus.pool(id, instances, args)
+    bus.expect_leftovers("helpers that hold the pipes of exited workers (sleep 60)")
+    keep = 'exec 3<&0; sleep 60 <&3 3<&- & exec 3<&-; exec "$@"'
+    return {"id": id, "command": "/bin/sh", "args": ["-c", keep, "sh", p["command"]] + p["args"],
+            "instances": instances}
+
+
 def pid_of(response):
     """The worker that answered: the mock puts its pid in every answer."""
     return field(response, "result", "pid")

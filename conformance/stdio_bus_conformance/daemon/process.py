@@ -118,6 +118,11 @@ def connection_context(fd=None, port=None, path=None) -> list:
 MALFORMED_INPUT = re.compile(r"(?i)malformed|\binvalid\b|routing|wrong type|not an? (?:json )?(?:object|string|number)"
                              r"|too long|longer than|exceed|pars(?:e|ing)|reject|extract|bad (?:input|line|message|field)")
 
+# What a daemon's error about a line over max_input_buffer says (seed 7.3.2
+# "log an error with connection context"), in any daemon's words: the line
+# about the overflow, as opposed to, say, a later line about the disconnect.
+INPUT_OVERFLOW = re.compile(r"(?i)too long|longer than|exceed|overflow|max_input_buffer|input buffer|\blimit\b|\btoo (?:big|large)")
+
 
 def free_tcp_port(host: str) -> int:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -723,11 +728,13 @@ class Daemon:
                 if "mock_worker[" not in line and mentions(line, about)]
 
     def wait_logged(self, about=(), since: int = 0, timeout: float | None = None, what: str = "",
-                    bound=None) -> str:
+                    bound=None, saying: re.Pattern | None = None) -> str:
         """Waits for a daemon stderr line (not relayed worker stderr) that
-        mentions one of `about` (any line when empty); returns it."""
+        mentions one of `about` (any line when empty), and that `saying`
+        matches when given (what the event is, e.g. INPUT_OVERFLOW); returns it."""
         def match(line):
-            return line if "mock_worker[" not in line and mentions(line, about) else None
+            return line if ("mock_worker[" not in line and mentions(line, about)
+                            and (saying is None or saying.search(line))) else None
         desc = what or ("mentioning " + describe_context(about) if about else "at all")
         return self.wait_stderr_line(match, timeout, since, desc, bound)
 
