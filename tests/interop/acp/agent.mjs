@@ -17,10 +17,11 @@
 //
 // ACP_AGENT_BREAK names one defect to show, for the worker profile's tests
 // that must go red (conformance/worker_tests/test_acp.py):
-//   banner      writes a line that is not a message to stdout at start     (SB-A-2)
-//   version     answers initialize with protocol version 99                (SB-A-4)
-//   no-cancel   ends a cancelled turn with end_turn                        (SB-A-8)
-//   linger      does not exit at end of input                              (SB-A-10)
+//   banner      writes a line that is not a message to stdout at start     (SB-G-2)
+//   envelope    writes a JSON object that is no JSON-RPC message at initialize (SB-G-1)
+//   version     answers initialize with the client's version plus one      (SB-G-4)
+//   no-cancel   ends a cancelled turn with end_turn                        (SB-G-7)
+//   linger      does not exit at end of input                              (SB-G-9)
 import { Readable, Writable } from "node:stream";
 
 import * as acp from "@agentclientprotocol/sdk";
@@ -101,14 +102,17 @@ async function runTurn({ params, client, signal }) {
 
 const app = acp
   .agent({ name: "stdio-bus-interop-agent" })
-  .onRequest(acp.methods.agent.initialize, ({ params }) => ({
+  .onRequest(acp.methods.agent.initialize, ({ params }) => {
+    if (BREAK === "envelope") process.stdout.write('{"initialized":true}\n');
+    return {
     // ACP initialization, version negotiation: the client's version when supported, else ours
-    protocolVersion: BREAK === "version" ? 99 : Math.min(params.protocolVersion, acp.PROTOCOL_VERSION),
+    protocolVersion: BREAK === "version" ? params.protocolVersion + 1 : Math.min(params.protocolVersion, acp.PROTOCOL_VERSION),
     agentCapabilities: { loadSession: false, promptCapabilities: {} },
     agentInfo: { name: "stdio-bus-interop-agent", version: "1.0.0" },
     authMethods: [],
     _meta: { pid: process.pid },
-  }))
+    };
+  })
   .onRequest(acp.methods.agent.session.new, ({ params }) => {
     const sessionId = `session-${nextSession++}`;
     sessions.set(sessionId, { cancel: null, cwd: params.cwd });

@@ -209,7 +209,14 @@ async function specDefault(ed) {
   return out;
 }
 
+/** A client that only says hello: initialize and one session. */
+async function hello(ed) {
+  const init = await ed.initialize();
+  return { protocolVersion: init.protocolVersion, session: await ed.newSession() };
+}
+
 const SCENARIOS = {
+  hello,
   specDefault,
   turns, flood, twoSessions, bigFiles, cancelRunning,
   "cancel-notification": (ed) => cancelWhilePermission(ed, "session/cancel"),

@@ -31,7 +31,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-DAEMON = Path(os.environ.get("STDIO_BUS") or ROOT / "build" / "stdio_bus")
+DAEMON = Path(os.environ.get("STDIO_BUS") or ROOT / "build" / "stdio_bus").resolve()
 NODE = shutil.which("node") or "node"
 SDK = HERE / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
 AGENT = [NODE, str(HERE / "agent.mjs")]
@@ -257,8 +257,16 @@ def test_affinity_binds_a_new_client_to_an_idle_worker(mode, tmp_path):
                              stderr=subprocess.DEVNULL, text=True)
         try:
             wait_until(lambda: len(bound(bus)) == 1, bus)
-            run_clients(bus.target(), "turns", 1, tmp_path / "b", bus.stderr_file)  # B, gone after
-            run_clients(bus.target(), "turns", 1, tmp_path / "c", bus.stderr_file)  # C
+            run_clients(bus.target(), "hello", 1, tmp_path / "b", bus.stderr_file)  # B, gone after
+            wait_until(lambda: len(bound(bus)) == 2, bus)
+            # C: shares A's agent today (its messages then have no single destination)
+            c = subprocess.Popen([NODE, str(HERE / "client.mjs"), "hello", *bus.target()], cwd=HERE,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_until(lambda: len(bound(bus)) == 3, bus)
+            finally:
+                c.kill()
+                c.wait()
         finally:
             a.kill()
             a.wait()
