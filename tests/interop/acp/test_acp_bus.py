@@ -322,3 +322,33 @@ def test_spec_default_drops_the_permission_request_and_the_prompt_hangs(mode, tm
         finally:
             p.kill()
             p.wait()
+
+
+# -- whole files in one message meet the spec's 1 MiB line limit (issue 23 item 5) -------------------
+SPEC_LIMIT = {"max_input_buffer": 1024 * 1024}  # the spec's default
+
+
+def run_failing_client(target, scenario, workspace, env):
+    """Runs one client that must fail; its stderr."""
+    workspace.mkdir(exist_ok=True)
+    p = subprocess.run([NODE, str(HERE / "client.mjs"), scenario, *target], cwd=HERE, capture_output=True, text=True,
+                       env={**os.environ, "ACP_WORKSPACE": str(workspace), **env}, timeout=WAIT_S)
+    assert p.returncode != 0, f"the client succeeded: {p.stdout[:500]}"
+    return p.stderr
+
+
+def test_with_the_default_limit_a_2_mib_read_answer_closes_the_editor(tmp_path):
+    with Bus("unix", POOLS["per_connection"](1, "unix"), tmp_path, limits=SPEC_LIMIT) as bus:
+        err = run_failing_client(bus.target(), "bigFiles", tmp_path / "bus", {"ACP_BIG": "read"})
+        wait_until(lambda: "pending request(s) discarded" in bus.stderr(), bus)
+        log = bus.stderr()
+    assert "ECONNRESET" in err or "closed" in err, err[-2000:]
+    assert re.search(r"ERROR \[client fd=\d+\] line longer than max_input_buffer \(1048576 bytes\): closing the client", log), log[-3000:]
+
+
+def test_with_the_default_limit_a_2_mib_write_request_ends_the_agent(tmp_path):
+    with Bus("unix", POOLS["per_connection"](1, "unix"), tmp_path, limits=SPEC_LIMIT) as bus:
+        run_failing_client(bus.target(), "bigFiles", tmp_path / "bus", {"ACP_BIG": "write"})
+        wait_until(lambda: "closing the connection" in bus.stderr(), bus)
+        log = bus.stderr()
+    assert re.search(r"ERROR \[worker 0 pool=acp pid=\d+\] line longer than max_input_buffer \(1048576 bytes\): terminating the worker", log), log[-3000:]
