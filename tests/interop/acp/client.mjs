@@ -11,6 +11,8 @@
 //        ACP_CLIENT (a number naming this client), ACP_SECONDS (churn length),
 //        ACP_CLOSE_WAIT_MS (how long close-mid-turn watches the agent exit)
 import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -20,7 +22,7 @@ import { generated, sha256 } from "./text.mjs";
 const [scenario, how, ...rest] = process.argv.slice(2);
 const target = { how, args: rest };
 const N = Number(process.env.ACP_CLIENT ?? 1);
-const WORKSPACE = process.env.ACP_WORKSPACE ?? process.cwd();
+const WORKSPACE = process.env.ACP_WORKSPACE ?? fs.mkdtempSync(path.join(os.tmpdir(), "acp-editor-"));
 const WAIT_MS = 10000; // deadline of one wait for an event (2 shared cores, node start-up)
 
 const script = (...steps) => JSON.stringify({ steps });

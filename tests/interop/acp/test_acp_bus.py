@@ -204,9 +204,10 @@ def close_mid_turn(mode, pool, tmp_path, wait_ms=5000):
     return r["exitMs"]
 
 
-def test_closing_mid_turn_ends_a_directly_spawned_agent_at_once(tmp_path):
-    r, = run_clients(["--spawn", *AGENT], "closeMidTurn", 1, tmp_path / "direct")
-    assert r["exitMs"] is not None and r["exitMs"] < 1000, r
+def test_closing_mid_turn_ends_a_directly_spawned_agent(tmp_path):
+    """The reference of the xfails below: the agent sees the end of its input and exits."""
+    r, = run_clients(["--spawn", *AGENT], "closeMidTurn", 1, tmp_path / "direct", env={"ACP_CLOSE_WAIT_MS": "10000"})
+    assert r["exitMs"] is not None, r
 
 
 @pytest.mark.xfail(strict=True, reason=ITEM1)
@@ -215,13 +216,6 @@ def test_closing_mid_turn_ends_a_directly_spawned_agent_at_once(tmp_path):
 def test_closing_mid_turn_ends_the_agent_within_1_s(pool, mode, tmp_path):
     exit_ms = close_mid_turn(mode, POOLS[pool](1, mode), tmp_path, wait_ms=1500)
     assert exit_ms is not None and exit_ms < 1000, f"the agent outlived its editor by {exit_ms} ms"
-
-
-def test_today_closing_mid_turn_waits_for_drain_timeout(tmp_path):
-    """Pins item 1 as it is (per_connection, unix): the agent is stopped only
-    after drain_timeout_sec (2 s here, 30 s by default)."""
-    exit_ms = close_mid_turn("unix", POOLS["per_connection"](1, "unix"), tmp_path)
-    assert exit_ms is not None and 2000 <= exit_ms < 4000, exit_ms
 
 
 @pytest.mark.xfail(strict=True, reason=ITEM2)
