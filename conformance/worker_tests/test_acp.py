@@ -11,6 +11,7 @@ import pytest
 from stdio_bus_conformance.worker import rawjson as wj
 from stdio_bus_conformance.worker.checks import show
 from stdio_bus_conformance.worker.process import WorkerError
+from stdio_bus_conformance.worker.run import envelope
 
 pytestmark = pytest.mark.worker_profile("acp")
 
@@ -53,14 +54,13 @@ class Editor:
 
     def request(self, method, params, *, rid=None) -> tuple[bytes, object]:
         rid = wj.token(rid or f"sb-acp-{self.worker.next_id()}")
-        self.proc.send(wj.token({"jsonrpc": "2.0", "id": None, "method": method, "params": params})
-                       .replace(b'"id":null', b'"id":' + rid, 1) + b"\n")
+        self.proc.send(envelope(id=rid, method=method, params=params))
         return rid, wj.id_key(rid)
 
     def notify(self, method, params) -> None:
-        self.proc.send(wj.token({"jsonrpc": "2.0", "method": method, "params": params}) + b"\n")
+        self.proc.send(envelope(method=method, params=params))
 
-    def call(self, method, params, what=None) -> dict:
+    def call(self, method, params) -> dict:
         """A request's response object (result or error)."""
         _, key = self.request(method, params)
         return self.proc.answer(key)
