@@ -113,9 +113,9 @@ endif()
 # TCP modes, compared with the client spawning the agent; strict xfails for
 # what waits on the daemon changes of issue 23 items 1 and 2.
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/acp/test_acp_bus.py)
-  add_test(NAME interop.acp COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
+  add_test(NAME interop.acp COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
            ${PROJECT_SOURCE_DIR}/tests/interop/acp)
-  set_tests_properties(interop.acp PROPERTIES LABELS interop TIMEOUT 1800
+  set_tests_properties(interop.acp PROPERTIES LABELS interop TIMEOUT 2400
                        ENVIRONMENT STDIO_BUS=$<TARGET_FILE:stdio_bus>
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
 endif()
