@@ -21,6 +21,9 @@
 //   envelope    writes a JSON object that is no JSON-RPC message at initialize (SB-G-1)
 //   version     answers initialize with the client's version plus one      (SB-G-4)
 //   no-cancel   ends a cancelled turn with end_turn                        (SB-G-7)
+//   string-version  answers initialize with the version as a string        (SB-G-3, and so SB-G-4)
+//   same-session    gives every session the same id                        (SB-G-5)
+//   bad-stop    ends a turn that was not cancelled with the stop reason "done" (SB-G-6)
 //   linger      does not exit at end of input                              (SB-G-9)
 import { Readable, Writable } from "node:stream";
 
@@ -97,6 +100,7 @@ async function runTurn({ params, client, signal }) {
     signal.removeEventListener("abort", onAbort);
     session.cancel = null;
   }
+  if (BREAK === "bad-stop" && !cancelled()) return { stopReason: "done" };
   return { stopReason: cancelled() ? "cancelled" : "end_turn" };
 }
 
@@ -106,7 +110,9 @@ const app = acp
     if (BREAK === "envelope") process.stdout.write('{"initialized":true}\n');
     return {
     // ACP initialization, version negotiation: the client's version when supported, else ours
-    protocolVersion: BREAK === "version" ? params.protocolVersion + 1 : Math.min(params.protocolVersion, acp.PROTOCOL_VERSION),
+    protocolVersion: BREAK === "version" ? params.protocolVersion + 1
+      : BREAK === "string-version" ? String(acp.PROTOCOL_VERSION)
+      : Math.min(params.protocolVersion, acp.PROTOCOL_VERSION),
     agentCapabilities: { loadSession: false, promptCapabilities: {} },
     agentInfo: { name: "stdio-bus-interop-agent", version: "1.0.0" },
     authMethods: [],
@@ -114,7 +120,7 @@ const app = acp
     };
   })
   .onRequest(acp.methods.agent.session.new, ({ params }) => {
-    const sessionId = `session-${nextSession++}`;
+    const sessionId = BREAK === "same-session" ? "session-1" : `session-${nextSession++}`;
     sessions.set(sessionId, { cancel: null, cwd: params.cwd });
     return { sessionId };
   })

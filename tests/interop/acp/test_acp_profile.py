@@ -19,6 +19,9 @@ BREAKS = {
     "banner": ({"SB-G-2"}, set()),
     "version": ({"SB-G-4"}, set()),
     "no-cancel": ({"SB-G-7"}, set()),
+    "string-version": ({"SB-G-3", "SB-G-4"}, set()),
+    "same-session": ({"SB-G-5"}, set()),
+    "bad-stop": ({"SB-G-6"}, set()),
     "linger": (set(), {"SB-G-9"}),
 }
 
