@@ -129,7 +129,7 @@ def full_session(worker) -> Editor:
 # -- framing and stdout ------------------------------------------------------------------------
 @pytest.mark.clause("SB-G-1")
 @pytest.mark.requires("acp_prompt", "acp_permission_prompt")
-def test_every_message_is_one_json_rpc_line(worker):
+def test_acp_every_message_is_one_json_rpc_line(worker):
     ed = full_session(worker)
     bad = [(line, why) for line in ed.proc.lines if line.obj is not None and (why := framing_problem(line))]
     assert not bad, f"{len(bad)} line(s) are not JSON-RPC messages: " + "; ".join(
@@ -138,7 +138,7 @@ def test_every_message_is_one_json_rpc_line(worker):
 
 @pytest.mark.clause("SB-G-2")
 @pytest.mark.requires("acp_prompt", "acp_permission_prompt")
-def test_nothing_but_messages_on_stdout(worker):
+def test_acp_nothing_but_messages_on_stdout(worker):
     ed = Editor(worker)
     try:
         ed.proc.expect_silence(0.5)
@@ -152,7 +152,7 @@ def test_nothing_but_messages_on_stdout(worker):
 
 # -- initialization --------------------------------------------------------------------------
 @pytest.mark.clause("SB-G-3")
-def test_initialize_answers_the_version_and_capabilities(worker):
+def test_acp_initialize_answers_the_version_and_capabilities(worker):
     res = Editor(worker).initialize()
     assert isinstance(res.get("protocolVersion"), int) and not isinstance(res.get("protocolVersion"), bool), \
         f"protocolVersion must be an integer: {res}"
@@ -163,7 +163,7 @@ def test_initialize_answers_the_version_and_capabilities(worker):
 
 
 @pytest.mark.clause("SB-G-4")
-def test_initialize_negotiates_the_protocol_version(worker):
+def test_acp_initialize_negotiates_the_protocol_version(worker):
     offered = Editor(worker).initialize(1000).get("protocolVersion")
     assert isinstance(offered, int) and offered != 1000, f"asked for version 1000, the agent offered {offered!r}"
     got = Editor(worker).initialize(offered).get("protocolVersion")  # a connection is initialized once
@@ -172,7 +172,7 @@ def test_initialize_negotiates_the_protocol_version(worker):
 
 # -- sessions and turns ----------------------------------------------------------------------
 @pytest.mark.clause("SB-G-5")
-def test_each_session_gets_its_own_id(worker):
+def test_acp_each_session_gets_its_own_id(worker):
     ed = ready(worker)
     a, b = ed.new_session(), ed.new_session()
     assert a != b, f"two session/new on one connection got the same sessionId {a!r}"
@@ -180,7 +180,7 @@ def test_each_session_gets_its_own_id(worker):
 
 @pytest.mark.clause("SB-G-6")
 @pytest.mark.requires("acp_prompt")
-def test_a_turn_streams_its_updates_then_answers_a_stop_reason(worker):
+def test_acp_a_turn_streams_its_updates_then_answers_a_stop_reason(worker):
     ed = ready(worker)
     a, b = ed.new_session(), ed.new_session()
     _, ka = ed.prompt(a, worker.desc.acp_prompt)
@@ -201,7 +201,7 @@ def test_a_turn_streams_its_updates_then_answers_a_stop_reason(worker):
 
 @pytest.mark.clause("SB-G-7")
 @pytest.mark.requires("acp_permission_prompt")
-def test_a_cancelled_turn_waiting_for_permission_ends_cancelled(worker):
+def test_acp_a_cancelled_turn_waiting_for_permission_ends_cancelled(worker):
     ed = ready(worker, hold_permission=True)
     sid = ed.new_session()
     _, key = ed.prompt(sid, worker.desc.acp_permission_prompt)
@@ -220,7 +220,7 @@ def test_a_cancelled_turn_waiting_for_permission_ends_cancelled(worker):
 
 # -- JSON-RPC ----------------------------------------------------------------------------------
 @pytest.mark.clause("SB-G-8")
-def test_an_unknown_method_gets_32601_and_a_notification_nothing(worker):
+def test_acp_an_unknown_method_gets_32601_and_a_notification_nothing(worker):
     ed = ready(worker)
     obj = ed.call("no/such_method", {})
     assert wj.error_code(obj) == -32601, f"no/such_method: expected error -32601, got {str(obj)[:300]}"
@@ -233,7 +233,7 @@ def test_an_unknown_method_gets_32601_and_a_notification_nothing(worker):
 
 # -- the end -----------------------------------------------------------------------------------
 @pytest.mark.clause("SB-G-9")
-def test_end_of_input_ends_an_idle_agent(worker):
+def test_acp_end_of_input_ends_an_idle_agent(worker):
     ed = ready(worker)
     ed.proc.close_stdin()
     rc = ed.proc.wait_exit(worker.timeout, "after end of input, idle")
@@ -242,7 +242,7 @@ def test_end_of_input_ends_an_idle_agent(worker):
 
 @pytest.mark.clause("SB-G-9")
 @pytest.mark.requires("acp_permission_prompt")
-def test_end_of_input_ends_an_agent_waiting_for_permission(worker):
+def test_acp_end_of_input_ends_an_agent_waiting_for_permission(worker):
     ed = ready(worker, hold_permission=True)
     sid = ed.new_session()
     ed.prompt(sid, worker.desc.acp_permission_prompt)
