@@ -16,6 +16,8 @@ Kinds of break:
   fake-daemon      a --break of selftest/fake_daemon.py
   mock-worker      a misbehaving mode of mock_worker (worker_tests/run_catches.py)
   fake-mcp-worker  a --break of selftest/fake_mcp_worker.py (worker mode)
+  acp-agent        a broken variant of the ACP interop agent (tests/interop/acp,
+                   ACP_AGENT_BREAK; needs its node_modules: npm ci there)
 
 Output: <out>/verify.json (read by `run.py --coverage --bite`; --fast writes
 verify-fast.json unless --out-json says otherwise) and a table on the
@@ -48,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 CONF = HERE.parent
 ROOT = CONF.parent
 SELFTEST = CONF / "selftest"
+ACP = ROOT / "tests" / "interop" / "acp"
 MAP = CONF / "bite_map.toml"
 sys.path.insert(0, str(CONF))
 sys.path.insert(0, str(CONF / "worker_tests"))
@@ -58,11 +61,20 @@ PY = sys.executable
 
 
 # -- where the breaks come from -------------------------------------------------------------------
+class _EmptySets(ast.NodeTransformer):
+    """`set()` as the empty set literal it means (literal_eval takes no calls)."""
+
+    def visit_Call(self, node):
+        if isinstance(node.func, ast.Name) and node.func.id == "set" and not node.args and not node.keywords:
+            return ast.Set(elts=[])
+        return self.generic_visit(node)
+
+
 def _literal(path: Path, name: str):
     """A module-level literal (dict, str) of a file, read without importing it."""
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
-            return ast.literal_eval(node.value)
+            return ast.literal_eval(_EmptySets().visit(node.value))
     raise KeyError(f"{name} not in {path}")
 
 
@@ -92,7 +104,15 @@ def all_breaks() -> list[tuple[str, str]]:
     out += [("fake-daemon", n) for n in _literal(SELFTEST / "test_suite_catches_breaks.py", "BREAKS")]
     out += [("mock-worker", n) for n in mock_modes()]
     out += [("fake-mcp-worker", n) for n in _literal(SELFTEST / "test_worker_mode.py", "BREAKS")]
+    out += [("acp-agent", n) for n in acp_breaks()]
     return out
+
+
+def acp_breaks() -> dict:
+    """ACP_AGENT_BREAK name -> the clauses it fails (test_acp_profile.py's BREAKS;
+    a variant that only warns breaks no MUST clause)."""
+    return {n: sorted(fails) for n, (fails, _) in _literal(ACP / "test_acp_profile.py", "BREAKS").items()
+            if n and fails}
 
 
 # -- running the suite against one break ----------------------------------------------------------
@@ -127,6 +147,9 @@ class Runner:
                             .format(profiles='["plain", "jsonrpc", "mcp"]'))
             return base + ["--worker-description", str(desc), "--worker",
                            shlex.join([str(SELFTEST / "fake_mcp_worker.py"), "--break", name])], env
+        if kind == "acp-agent":
+            return base + ["--worker-description", str(ACP / "agent.toml"),
+                           "--worker-env", f"ACP_AGENT_BREAK={name}"], env
         raise ValueError(kind)
 
     def run(self, kind, name, binary, selection: list, rdir: Path) -> tuple[dict | None, str]:
@@ -245,6 +268,8 @@ def discover_one(runner, builder, kind, name, out_dir, mandatory) -> dict:
         sel = ["tests/test_framing.py", "tests/test_routing.py", "-k", " or ".join(tests)]
     elif kind == "fake-mcp-worker":
         sel = ["-k", " or ".join(_literal(SELFTEST / "test_worker_mode.py", "BREAKS")[name])]
+    elif kind == "acp-agent":
+        sel = [a for c in acp_breaks()[name] for a in ("--clause", c)]
     else:
         sel = []
     try:

@@ -5,7 +5,7 @@ saw each one fail.
 
     [[bite]]                        # one recorded break of one clause
     clause = "SB-6.3.1-4"
-    kind = "mutant"                 # mutant | fbus | fake-daemon | mock-worker | fake-mcp-worker
+    kind = "mutant"                 # mutant | fbus | fake-daemon | mock-worker | fake-mcp-worker | acp-agent
     name = "16-unknown-id-forwarded"
     tests = ["tests/test_routing.py::test_response_with_unknown_id_is_discarded[stdio]"]
     fast = true                     # in the bite-fast subset (optional)
@@ -42,7 +42,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KINDS = ("mutant", "fbus", "fake-daemon", "mock-worker", "fake-mcp-worker")
+KINDS = ("mutant", "fbus", "fake-daemon", "mock-worker", "fake-mcp-worker", "acp-agent")
 MISSING_WHY = "not in the bite map (no break recorded, no no-bite reason)"
 STATUSES = ("proven", "partial", "unverified", "no-bite", "missing")
 WEAKEST_FIRST = ("missing", "no-bite", "unverified", "partial", "proven")

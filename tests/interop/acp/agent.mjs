@@ -24,6 +24,7 @@
 //   string-version  answers initialize with the version as a string        (SB-G-3, and so SB-G-4)
 //   same-session    gives every session the same id                        (SB-G-5)
 //   bad-stop    ends a turn that was not cancelled with the stop reason "done" (SB-G-6)
+//   wrong-unknown-code  answers an unknown method with -32603, not -32601   (SB-G-8)
 //   linger      does not exit at end of input                              (SB-G-9)
 import { Readable, Writable } from "node:stream";
 
@@ -128,8 +129,16 @@ const app = acp
   .onNotification(acp.methods.agent.session.cancel, ({ params }) => cancelTurn(params.sessionId));
 
 if (BREAK === "banner") process.stdout.write("acp agent ready\n");
+// wrong-unknown-code: the SDK's "method not found" leaves with another code (SB-G-8)
+const out = BREAK === "wrong-unknown-code"
+  ? new Writable({
+    write(chunk, _encoding, done) {
+      process.stdout.write(String(chunk).replaceAll('"code":-32601', '"code":-32603'), done);
+    },
+  })
+  : process.stdout;
 const connection = app.connect(
-  acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)),
+  acp.ndJsonStream(Writable.toWeb(out), Readable.toWeb(process.stdin)),
 );
 // ACP stdio: the client ends the agent by closing its stdin; the SDK closes
 // the connection at end of input, and the agent exits

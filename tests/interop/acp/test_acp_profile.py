@@ -22,6 +22,7 @@ BREAKS = {
     "string-version": ({"SB-G-3", "SB-G-4"}, set()),
     "same-session": ({"SB-G-5"}, set()),
     "bad-stop": ({"SB-G-6"}, set()),
+    "wrong-unknown-code": ({"SB-G-8"}, set()),
     "linger": (set(), {"SB-G-9"}),
 }
 
