@@ -378,9 +378,9 @@ def test_requests_pending_on_an_exited_worker_are_discarded_with_a_warning_each(
     # seed 7.1.2 "(log warnings)": a new line about the discarded requests
     # (naming one, or saying pending/request/discard); no level word needed
     d.wait_logged(ids + [DISCARD_WORDS], since=since, what="about the discarded pending requests")
-    with checking("SB-I-8"):  # one warning each, naming its request
+    with checking("SB-I-8"):  # one warning each, naming its request (its level is SB-I-34's)
         for i in ids:
-            d.wait_log("WARN", any_of=(i,), since=since)
+            d.wait_logged([i], since=since, what=f"a line naming the discarded request {i}")
     wait_until(lambda: gone(dead), wait_timeout(), "the worker exited and reaped")
     c.sync(session=good_sid)
     got = [x for x in c.received if any(i.encode() in x for i in ids)]
@@ -763,8 +763,8 @@ def test_late_response_for_a_departed_client_reaches_no_one(bus):
         "emit": '{"jsonrpc":"2.0","id":"late-1","result":{"marker":"LATE"}}\n'}})
     assert b.sync() == [], "a response for a departed client reached a new client"
     assert not any(b"LATE" in x for x in b.received)
-    with checking("SB-I-23"):  # "discarded with a warning"
-        d.wait_log("WARN", since=since)
+    with checking("SB-I-23"):  # "discarded with a warning" naming it (its level is SB-I-34's)
+        d.wait_logged(["late-1"], since=since, what="a line about the discarded late response")
 
 
 @pytest.mark.modes("unix", "tcp")

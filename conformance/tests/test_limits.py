@@ -723,7 +723,8 @@ def test_connection_beyond_the_limit_is_closed_at_once_with_a_warning(bus):
             assert closed == {0} and not answered, "the connection over the limit was not closed"
         finally:
             extra.close()
-        d.wait_log("WARN", since=since)
+        # "closed at once with a warning": a new line (its level is SB-I-34's)
+        d.wait_logged(since=since, what="a line about the connection over the limit")
     finally:
         herd.close()
 
@@ -796,7 +797,7 @@ def test_message_beyond_the_session_table_is_discarded_and_the_client_kept(bus):
     since = d.stderr_mark()
     c.send_json({"jsonrpc": "2.0", "id": "one-too-many", "method": "test/s", "sessionId": "one-too-many"})
     assert c.sync(session="sess-0") == []
-    d.wait_log("WARN", since=since)
+    d.wait_logged(["one-too-many"], since=since, what="a line about the message over the session table")
     assert c.request(session="sess-1")["sessionId"] == "sess-1"  # existing sessions still work
 
 
@@ -880,7 +881,7 @@ def test_request_beyond_the_pending_table_is_discarded_and_the_client_kept(bus):
     c.notify("test/marker")
     log.wait_received(b'"test/marker"')
     assert not any(b'"pend-over"' in x for x in log.received()), "the 4097th request was forwarded"
-    d.wait_log("WARN", since=since)
+    d.wait_logged(["pend-over"], since=since, what="a line about the request over the pending table")
     answer_all(filled)
     assert c.request()["result"]["method"] == "echo"  # the table frees up
 
