@@ -9,6 +9,7 @@ import time
 import pytest
 
 from stdio_bus_conformance import DaemonTimeout, field, tracked_client, wait_link_closed, wait_timeout, wait_until
+from stdio_bus_conformance import worker_context
 
 MAX_PENDING = 4096
 
@@ -49,7 +50,7 @@ def test_a_client_that_fills_the_pending_table_does_not_starve_the_others(bus):
     read_past(bus, hog, "hog-sent")
     other = bus.client()
     assert other.request()["result"]["method"] == "echo", "another client's request was refused"
-    d.wait_log("WARN", since=since)  # the offender is warned
+    d.wait_logged(since=since)  # the offender is warned
     # capped alone: the hog's own next request is refused until it gets answers
     hog.send_json({"jsonrpc": "2.0", "id": "hog-more", "method": "test/p"})
     read_past(bus, hog, "hog-more-sent")
@@ -123,7 +124,7 @@ def test_a_client_that_never_answers_its_workers_requests_does_not_starve_the_ot
     done = other.recv_response("call")
     assert field(done, "result", "client_reply", "result") == {"text": "ok"}, \
         "the other client's answer to its worker did not reach it"
-    d.wait_log("WARN", since=since)  # the deaf client's episode is logged
+    d.wait_logged(since=since)  # the deaf client's episode is logged
 
 
 @pytest.mark.modes("unix", "tcp")
@@ -156,6 +157,7 @@ def test_a_worker_request_beyond_the_clients_share_gets_an_error_reply(bus):
 def test_requests_left_by_departed_clients_beyond_half_the_table_stop_their_worker(bus):
     d = bus.start(instances=1)
     quarter = MAX_PENDING // 4
+    since = d.stderr_mark()
     for k in range(3):  # three quarters of the table, left behind
         a, link = tracked_client(bus)
         a.send(unanswered(f"gone{k}", quarter))
@@ -163,8 +165,8 @@ def test_requests_left_by_departed_clients_beyond_half_the_table_stop_their_work
         a.close()
         wait_link_closed(d, link)
     # the worker that holds them is failed (5.3): an error, its stdin closed
-    # and SIGTERM (it leaves at either), a restart
-    d.wait_log("ERROR")
+    # and SIGTERM (it leaves at either), a restart; a line names it (its level is SB-I-34's)
+    d.wait_logged(worker_context(None, None, 0), since=since, what="a line about the failed worker")
     bus.worker_log().wait_for(lambda r: r.kind in ("exit", "signal"), wait_timeout(),
                               "the worker stopped")
     other = bus.client()
