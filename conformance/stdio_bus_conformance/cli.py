@@ -1,7 +1,7 @@
 """Run the stdio Bus conformance suite against a daemon, or against a worker.
 
     run.py [--daemon PATH] [--profile FILE] [--baseline FILE] [-j N] [TEST_ID ...]
-    run.py --worker 'COMMAND ARGS' --worker-profile plain|jsonrpc|mcp [--worker-env K=V] ...
+    run.py --worker 'COMMAND ARGS' --worker-profile plain|jsonrpc|mcp|acp [--worker-env K=V] ...
     run.py --worker-description FILE [--worker 'COMMAND ARGS'] ...
 
 In worker mode the suite spawns the worker itself, plays its daemon/client,
@@ -119,7 +119,7 @@ def parse_args(argv):
     w = p.add_argument_group("worker mode", "judge a worker against WORKER_SPEC.md instead of a daemon")
     w.add_argument("--worker", metavar="'COMMAND ARGS'",
                    help="the worker: its command line as one shell-quoted string")
-    w.add_argument("--worker-profile", action="append", default=[], choices=("plain", "jsonrpc", "mcp"),
+    w.add_argument("--worker-profile", action="append", default=[], choices=("plain", "jsonrpc", "mcp", "acp"),
                    help="profile the worker claims (repeatable; none implies another)")
     w.add_argument("--mcp-version", choices=("2025-03-26", "2025-06-18", "2025-11-25"),
                    help="MCP revision an mcp worker is judged on (default: the newest, 2025-11-25)")

@@ -29,6 +29,10 @@ its environment, and the few facts some clauses need.
     long_call = { name = "slow", arguments = { ms = "{ms}", steps = "{steps}" } }
     ask_call = { name = "sample", arguments = { prompt = "{text}" } }
 
+    [acp]                             # an ACP agent (WORKER_SPEC.md, Appendix G): prompt texts
+    prompt = "say hello"              # a turn that ends by itself
+    permission_prompt = "edit a file" # a turn that asks session/request_permission
+
 In `[mcp]` arguments, a string that is exactly "{ms}", "{seconds}", "{steps}"
 or "{text}" becomes the value the test picks (a number for ms, seconds and
 steps); "{text}" inside a longer string is replaced by the text. A long_call
@@ -51,11 +55,11 @@ from pathlib import Path
 
 from ..common.errors import HarnessError
 
-PROFILES = ("plain", "jsonrpc", "mcp")  # none implies another (WORKER_SPEC.md, Profiles)
+PROFILES = ("plain", "jsonrpc", "mcp", "acp")  # none implies another (WORKER_SPEC.md, Profiles)
 MCP_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")  # the MCP revisions the suite knows
 DEFAULT_MCP_VERSION = MCP_VERSIONS[-1]
 FACTS = ("request", "failing_request", "invalid_params_request", "tool_call", "long_call", "ask_call",
-         "verbose_args")
+         "verbose_args", "acp_prompt", "acp_permission_prompt")
 _PLACEHOLDER = re.compile(r"\{(ms|seconds|steps|text)\}")
 
 
@@ -99,6 +103,8 @@ class WorkerDescription:
     long_call_ms: int | None = None
     ask_call: dict | None = None
     mcp_version: str | None = None
+    acp_prompt: str | None = None
+    acp_permission_prompt: str | None = None
     tool_call_note: str = ""                        # where tool_call comes from
     path: str | None = None
 
@@ -212,7 +218,7 @@ def load(path: str | os.PathLike) -> WorkerDescription:
     except tomllib.TOMLDecodeError as exc:
         raise HarnessError(f"{where}: {exc}") from None
     known = {"name", "command", "profiles", "env", "verbose_args", "answer_timeout", "drain_timeout",
-             "mcp_version", "request", "jsonrpc", "mcp"}
+             "mcp_version", "request", "jsonrpc", "mcp", "acp"}
     unknown = set(data) - known
     if unknown:
         raise HarnessError(f"{where}: unknown keys {sorted(unknown)}")
@@ -266,7 +272,19 @@ def load(path: str | os.PathLike) -> WorkerDescription:
                            "give long_call_ms")
     if d.tool_call is not None:
         d.tool_call_note = "from the description"
+    _load_acp(d, data.get("acp", {}), f"{where} [acp]")
     return d
+
+
+def _load_acp(d: WorkerDescription, acp, where: str) -> None:
+    """[acp]: the prompt texts the ACP agent tests send (WORKER_SPEC.md, Appendix G)."""
+    if not isinstance(acp, dict) or set(acp) - {"prompt", "permission_prompt"}:
+        raise HarnessError(f"{where}: a table of prompt and permission_prompt (strings)")
+    for key in ("prompt", "permission_prompt"):
+        if key in acp:
+            if not isinstance(acp[key], str):
+                raise HarnessError(f"{where}: {key} must be a string")
+            setattr(d, f"acp_{key}", acp[key])
 
 
 def check_mcp_version(value, where: str) -> str:
