@@ -39,6 +39,7 @@ typedef struct {
     int spare_fd;        /* /dev/null, given up to accept-and-close when out of fds */
     bool accept_failing; /* an episode of failed accept()s is going on */
     long accept_refused; /* connections closed unserved in that episode */
+    bool waiting_for_slot; /* SB-X-21: accepting waits for a per_connection slot */
     const char *unix_path;
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
 } sb_listener;
@@ -76,6 +77,9 @@ typedef struct sb_bus {
     sb_timers timers;          /* every deadline above and of each peer (SB_TIMER_*) */
 } sb_bus;
 
+/* Worker slots: the pools' instances, and spare ones for per_connection
+ * workers still exiting (SB-X-21). */
+int sb_bus_worker_slots(const sb_config *cfg);
 /* Allocates d's tables for cfg and opt->mode (worker ids in config order,
  * SB-I-13). Returns 0, or STDIO_BUS_ERR (logged); call sb_bus_fini after
  * either. */
