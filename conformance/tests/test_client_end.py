@@ -83,8 +83,8 @@ def test_a_client_that_reconnects_at_once_is_served_while_the_old_worker_exits(b
     again = bus.client()
     new = pid_of(again.request())
     assert new != old, "the new connection reached the departed client's worker"
-    assert procinfo.state(old) is not None, "the old worker is gone: the test proves nothing"
     assert not bus.worker_log().select("signal", old), "SIGTERM before stop_grace_ms"
+    assert procinfo.state(old) is not None, "the old worker is gone: the test proves nothing"
 
 
 @CLIENT_END
