@@ -1,6 +1,5 @@
 #include "client_state.h"
 #include "log.h"
-#include "supervise.h"
 #include "watch.h"
 
 #include <stddef.h>
@@ -27,8 +26,9 @@ static int64_t seconds_from_now(int sec) {
  *   OPEN, HELD, ENDING -> CLOSING      SB-X-14: its worker exited
  *   any but FREE -> DOOMED             closed at the end of the round
  *   OPEN, DOOMED -> FREE               closed (OPEN: refused, SB-X-15)
- * Entering ENDING with all its input forwarded, or DOOMED, is the client's
- * end: its worker under affinity hears of it (SB-X-19). */
+ * Entering ENDING with all its input forwarded is the client's end: it goes
+ * on the round's ended list, for its worker under affinity (SB-X-19); a
+ * DOOMED one's is its close (sb_supervise_detach). */
 void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
     enum {
         FREE = 1u << SB_CLIENT_FREE,
@@ -87,7 +87,7 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
             sb_bus_arm(d, c, SB_TIMER_ENDING, seconds_from_now(d->limits->drain_timeout_sec));
         }
         if (from == SB_CLIENT_OPEN && !c->blocked_on) /* else lines of it wait to be forwarded */
-            sb_supervise_client_ended(d, c);
+            sb_list_push(&d->round.ended, c);
         break;
     case SB_CLIENT_CLOSING: {
         int64_t by = seconds_from_now(d->limits->drain_timeout_sec);
@@ -96,7 +96,6 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
     }
     case SB_CLIENT_DOOMED:
         sb_list_push(&d->round.doomed, c);
-        sb_supervise_client_ended(d, c); /* SB-X-19 */
         break;
     }
     sb_watch_update(d, c);

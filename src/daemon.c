@@ -135,6 +135,8 @@ static void finish_round(sb_bus *d) {
         sb_clients_enforce_budget(d); /* SB-X-17 */
     if (d->round.stdin_lost.count)
         sb_supervise_stdin_lost(d);
+    if (d->round.ended.count)
+        sb_supervise_clients_ended(d); /* SB-X-19 */
     for (int i = 0; i < d->round.doomed.count; i++) {
         sb_peer *p = d->round.doomed.at[i];
         if (p->kind == SB_PEER_CLIENT)

@@ -3,7 +3,6 @@
 #include "client_state.h"
 #include "log.h"
 #include "status.h"
-#include "supervise.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -168,10 +167,11 @@ bool sb_relay_write(sb_bus *d, sb_peer *p) {
     if (!sb_outq_over(&p->out))
         sb_relay_set_full(d, p, false); /* SB-7.3.1-3 */
     sb_watch_update(d, p);
-    if (p->kind == SB_PEER_WORKER)
-        sb_supervise_written(d, &d->workers[p->index]); /* SB-X-19 */
-    else
-        sb_relay_close_if_flushed(d, p);
+    if (p->close_when_written && sb_outq_len(&p->out) == 0) { /* SB-X-19 */
+        p->close_when_written = false;
+        sb_relay_close_stdin(d, p);
+    }
+    sb_relay_close_if_flushed(d, p);
     return true;
 }
 

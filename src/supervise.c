@@ -90,7 +90,7 @@ void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
                     d->limits->stop_grace_ms);
             w->term_sent = true;
             sb_relay_close_stdin(d, &w->peer); /* what was not written by now never will be */
-            w->close_when_written = false;
+            w->peer.close_when_written = false;
             schedule(d, w, SB_TIMER_KILL, now + (int64_t)d->limits->drain_timeout_sec * 1000);
             sb_worker_signal(w, SIGTERM);
         } else if (w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
@@ -352,7 +352,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     schedule(d, w, SB_TIMER_LOST, 0);
 
     bool retired = w->retiring;
-    w->retiring = w->term_sent = w->close_when_written = false;
+    w->retiring = w->term_sent = w->peer.close_when_written = false;
     if (sb_supervise_affinity_exited(d, w, retired))
         return; /* SB-X-15: a per-connection slot waits for its next connection */
     if (d->phase >= SB_PHASE_DRAINING) {
@@ -467,18 +467,11 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w) {
     if (sb_outq_len(&w->peer.out) == 0)
         sb_relay_close_stdin(d, &w->peer);
     else
-        w->close_when_written = true; /* sb_supervise_written closes it */
+        w->peer.close_when_written = true; /* sb_relay_write closes it */
     schedule(d, w, SB_TIMER_KILL, sb_now_ms() + d->limits->stop_grace_ms);
     sb_watch_update(d, &w->peer);
 }
 
-/* SB-X-19: a retiring worker's queue is written: its stdin closes now. */
-void sb_supervise_written(sb_bus *d, sb_worker *w) {
-    if (w->close_when_written && sb_outq_len(&w->peer.out) == 0) {
-        w->close_when_written = false;
-        sb_relay_close_stdin(d, &w->peer);
-    }
-}
 
 /* SB-I-53: requests of departed clients stay until their worker answers
  * or exits (SB-I-47). Past their budget, the worker that holds the most of

@@ -33,17 +33,15 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c);
  * its client ended, SB-X-19); true for a per_connection slot, which is not
  * restarted (SB-X-15). */
 bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired);
-/* SB-X-19: c's input ended or c is closing: its worker, if c is the only
- * client bound to it, is retired. */
-void sb_supervise_client_ended(sb_bus *d, sb_peer *c);
+/* SB-X-19: the clients of the round's ended list (client_state.c) whose
+ * worker has no other client retire it; at the end of the round. */
+void sb_supervise_clients_ended(sb_bus *d);
 /* Whether a new connection would get a worker now: always but in a
  * per_connection pool with `instances` workers serving (SB-X-15, SB-X-21). */
 bool sb_supervise_has_room(const sb_bus *d);
 /* supervise.c: SB-X-16, SB-X-19: w's only client ended: its stdin closes
  * (once its queue is written), SIGTERM after stop_grace_ms. */
 void sb_supervise_retire(sb_bus *d, sb_worker *w);
-/* supervise.c: w's stdin queue was written (SB-X-19). */
-void sb_supervise_written(sb_bus *d, sb_worker *w);
 /* SB-I-53: while the requests of departed clients are over their budget,
  * fails (5.3) the running worker that holds the most of them. */
 void sb_supervise_shed_orphans(sb_bus *d);

@@ -48,7 +48,6 @@ typedef struct {
     bool retiring;    /* SB-X-19: its client left; it serves no one until it exits */
     bool recycling;   /* SB-X-20: retiring, or exited, and to be restarted fresh */
     bool term_sent;   /* SB-X-19: its stop grace is over, SIGTERM sent */
-    bool close_when_written; /* SB-X-19: its stdin closes once its queue is written */
     char env_id[48];
     char env_pool[320];
 } sb_worker;
