@@ -66,6 +66,11 @@ typedef struct sb_bus {
     size_t client_bytes; /* SB-X-17: storage of every client's buffers, with a budget set */
     bool over_budget;    /* ... and it went over the budget this round */
     bool pending_full;   /* the pending table is full, and it was said */
+    /* SB-X-19: called by sb_client_enter the moment a client ends (its input
+     * ended with all of it forwarded, or it is doomed), before any other
+     * client is routed, so no one is bound to its worker meanwhile; set by
+     * daemon.c to supervision, which sits above client_state.c. */
+    void (*client_ended)(struct sb_bus *d, sb_peer *c);
 
     sb_listener listener; /* listener.c; closed at shutdown by daemon.c */
     int signal_fd;

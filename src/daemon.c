@@ -135,8 +135,6 @@ static void finish_round(sb_bus *d) {
         sb_clients_enforce_budget(d); /* SB-X-17 */
     if (d->round.stdin_lost.count)
         sb_supervise_stdin_lost(d);
-    if (d->round.ended.count)
-        sb_supervise_clients_ended(d); /* SB-X-19 */
     for (int i = 0; i < d->round.doomed.count; i++) {
         sb_peer *p = d->round.doomed.at[i];
         if (p->kind == SB_PEER_CLIENT)
@@ -286,6 +284,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_memory_tune();
     sb_fdlimit_raise(sb_bus_worker_slots(cfg));
     int rc = sb_bus_init(&d, cfg, opt);
+    d.client_ended = sb_supervise_client_ended; /* SB-X-19 */
     if (rc == 0) {
         d.signal_fd = sb_signals_open();
         if (d.signal_fd < 0 || sb_loop_add(&d.loop, d.signal_fd, POLLIN, on_signal_event, &d) < 0) {

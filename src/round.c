@@ -16,7 +16,6 @@ int sb_round_init(sb_round *r, int workers, int clients) {
     rc |= list_init(&r->held, clients);
     rc |= list_init(&r->ending, clients);
     rc |= list_init(&r->stdin_lost, workers);
-    rc |= list_init(&r->ended, clients);
     return rc ? STDIO_BUS_ERR : STDIO_BUS_OK;
 }
 
@@ -27,7 +26,6 @@ void sb_round_fini(sb_round *r) {
     free(r->held.at);
     free(r->ending.at);
     free(r->stdin_lost.at);
-    free(r->ended.at);
 }
 
 void sb_list_remove(sb_peer_list *l, const sb_peer *p) {

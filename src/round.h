@@ -19,7 +19,6 @@ typedef struct {
     sb_peer_list held;       /* clients in SB_CLIENT_HELD (SB-I-45) */
     sb_peer_list ending;     /* socket clients in SB_CLIENT_ENDING (SB-I-41) */
     sb_peer_list stdin_lost; /* workers whose stdin broke (sb_relay_stdin_lost) */
-    sb_peer_list ended;      /* clients whose input ended, all of it forwarded (SB-X-19) */
 } sb_round;
 
 /* Returns 0 or STDIO_BUS_ERR (out of memory); sb_round_fini either way. */

@@ -33,9 +33,9 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c);
  * its client ended, SB-X-19); true for a per_connection slot, which is not
  * restarted (SB-X-15). */
 bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired);
-/* SB-X-19: the clients of the round's ended list (client_state.c) whose
- * worker has no other client retire it; at the end of the round. */
-void sb_supervise_clients_ended(sb_bus *d);
+/* SB-X-19: c ended (sb_bus.client_ended): when it is the only client bound
+ * to its worker, the worker is retired now. */
+void sb_supervise_client_ended(sb_bus *d, sb_peer *c);
 /* Whether a new connection would get a worker now: always but in a
  * per_connection pool with `instances` workers serving (SB-X-15, SB-X-21). */
 bool sb_supervise_has_room(const sb_bus *d);

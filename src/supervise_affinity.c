@@ -64,21 +64,16 @@ bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
     return false;
 }
 
-/* SB-X-19: clients whose input ended this round, all of it forwarded:
- * each that is the only client bound to its worker retires it, as its end
- * would reach the worker were it spawned by the client itself. A closed
- * client's end is its close (sb_supervise_detach). */
-void sb_supervise_clients_ended(sb_bus *d) {
-    for (int i = 0; i < d->round.ended.count; i++) {
-        sb_peer *c = d->round.ended.at[i];
-        if (d->cfg->affinity == SB_AFFINITY_NONE || d->phase >= SB_PHASE_DRAINING ||
-            c->kind != SB_PEER_CLIENT || !c->in_eof)
-            continue;
-        int id = sb_affinity_worker(&d->router.affinity, c->index);
-        if (id >= 0 && sb_affinity_count(&d->router.affinity, id) == 1)
-            sb_supervise_retire(d, &d->workers[id]);
-    }
-    d->round.ended.count = 0;
+/* SB-X-19: the client ended (its input, all of it forwarded, or it is
+ * doomed): when it is the only client bound to its worker, the worker is
+ * retired now, as the client's end would reach it were it spawned by the
+ * client itself, and before another client's line is routed. */
+void sb_supervise_client_ended(sb_bus *d, sb_peer *c) {
+    if (d->cfg->affinity == SB_AFFINITY_NONE || d->phase >= SB_PHASE_DRAINING)
+        return;
+    int id = sb_affinity_worker(&d->router.affinity, c->index);
+    if (id >= 0 && sb_affinity_count(&d->router.affinity, id) == 1)
+        sb_supervise_retire(d, &d->workers[id]);
 }
 
 /* The client leaves: it is unbound, and a worker it leaves with no client
