@@ -122,8 +122,8 @@ endif()
 
 # ACP agents through the daemon (issue 23): the pinned, unmodified ACP SDK on
 # both ends (tests/interop/acp, its own package-lock.json), in stdio, unix and
-# TCP modes, compared with the client spawning the agent; strict xfails for
-# what waits on the daemon changes of issue 23 items 1 and 2.
+# TCP modes, compared with the client spawning the agent, with closing
+# mid-turn, reconnect and churn (issue 23 items 1 and 2, SB-X-19..SB-X-21).
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/acp/test_acp_bus.py)
   add_test(NAME interop.acp COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
            ${PROJECT_SOURCE_DIR}/tests/interop/acp)

@@ -7,6 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Worker slots of a pool: its instances, and under "spawn": "per_connection"
+ * as many again for workers still exiting after their client left, which
+ * do not count against instances (SB-X-21). */
+static int slots_of(const sb_pool_config *pool) {
+    return pool->per_connection ? 2 * pool->instances : pool->instances;
+}
+
+int sb_bus_worker_slots(const sb_config *cfg) {
+    int n = 0;
+    for (int p = 0; p < cfg->pool_count; p++)
+        n += slots_of(&cfg->pools[p]);
+    return n;
+}
+
 int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     memset(d, 0, sizeof *d);
     d->cfg = cfg;
@@ -15,18 +29,19 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     d->listener.fd = -1;
     d->listener.spare_fd = -1;
     d->signal_fd = -1;
-    d->worker_count = cfg->worker_count;
-    d->workers = calloc((size_t)cfg->worker_count, sizeof *d->workers);
+    int slots = sb_bus_worker_slots(cfg);
+    d->worker_count = slots;
+    d->workers = calloc((size_t)slots, sizeof *d->workers);
     d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
     d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
     if (!d->workers || !d->clients || !d->free_clients ||
-        sb_round_init(&d->round, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
+        sb_round_init(&d->round, slots, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
         sb_loop_init(&d->loop) < 0 ||
-        sb_router_init(&d->router, cfg->worker_count, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
+        sb_router_init(&d->router, slots, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
         sb_router_set_affinity(&d->router, cfg->affinity) < 0 ||
         sb_timers_init(&d->timers,
                        SB_TIMER_PEERS + SB_TIMERS_PER_PEER *
-                                            (cfg->worker_count + STDIO_BUS_MAX_CONNECTIONS)) < 0) {
+                                            (slots + STDIO_BUS_MAX_CONNECTIONS)) < 0) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }
@@ -39,7 +54,7 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     d->free_count = STDIO_BUS_MAX_CONNECTIONS;
     int id = 0;
     for (int p = 0; p < cfg->pool_count; p++) /* SB-I-13: ids in config order */
-        for (int k = 0; k < cfg->pools[p].instances; k++, id++)
+        for (int k = 0; k < slots_of(&cfg->pools[p]); k++, id++)
             if (sb_worker_init(&d->workers[id], id, &cfg->pools[p], d->limits) < 0) {
                 sb_error(NULL, "out of memory at start-up");
                 return STDIO_BUS_ERR;

@@ -39,6 +39,7 @@ typedef struct {
     int spare_fd;        /* /dev/null, given up to accept-and-close when out of fds */
     bool accept_failing; /* an episode of failed accept()s is going on */
     long accept_refused; /* connections closed unserved in that episode */
+    bool waiting_for_slot; /* SB-X-21: accepting waits for a per_connection slot */
     const char *unix_path;
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
 } sb_listener;
@@ -65,6 +66,11 @@ typedef struct sb_bus {
     size_t client_bytes; /* SB-X-17: storage of every client's buffers, with a budget set */
     bool over_budget;    /* ... and it went over the budget this round */
     bool pending_full;   /* the pending table is full, and it was said */
+    /* SB-X-19: called by sb_client_enter the moment a client ends (its input
+     * ended with all of it forwarded, or it is doomed), before any other
+     * client is routed, so no one is bound to its worker meanwhile; set by
+     * daemon.c to supervision, which sits above client_state.c. */
+    void (*client_ended)(struct sb_bus *d, sb_peer *c);
 
     sb_listener listener; /* listener.c; closed at shutdown by daemon.c */
     int signal_fd;
@@ -76,6 +82,9 @@ typedef struct sb_bus {
     sb_timers timers;          /* every deadline above and of each peer (SB_TIMER_*) */
 } sb_bus;
 
+/* Worker slots: the pools' instances, and spare ones for per_connection
+ * workers still exiting (SB-X-21). */
+int sb_bus_worker_slots(const sb_config *cfg);
 /* Allocates d's tables for cfg and opt->mode (worker ids in config order,
  * SB-I-13). Returns 0, or STDIO_BUS_ERR (logged); call sb_bus_fini after
  * either. */

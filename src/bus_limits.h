@@ -20,6 +20,9 @@
 /* Extensions (SPEC.md, Extensions): the restart backoff schedule. */
 #define SB_DEFAULT_RESTART_BACKOFF_MS     1000
 #define SB_DEFAULT_RESTART_BACKOFF_MAX_MS 30000
+/* SB-X-19: how long a worker whose client left may take to exit on its own
+ * after its stdin is closed, before SIGTERM. */
+#define SB_DEFAULT_STOP_GRACE_MS 2000
 
 typedef struct {
     size_t max_input_buffer;
@@ -31,6 +34,7 @@ typedef struct {
     long restart_backoff_ms;
     long restart_backoff_max_ms;
     size_t max_client_memory; /* SB-X-17: all clients' buffers together; 0 = no budget */
+    long stop_grace_ms;       /* SB-X-19: stdin closed -> SIGTERM for a worker whose client left */
 } sb_limits;
 
 #endif

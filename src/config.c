@@ -224,6 +224,7 @@ static const limit_field limit_fields[] = {
     {"restart_backoff_ms", 1, 3600000, offsetof(sb_limits, restart_backoff_ms), 0, 1},
     {"restart_backoff_max_ms", 1, 86400000, offsetof(sb_limits, restart_backoff_max_ms), 0, 1},
     {"max_client_memory", 1, 1L << 40, offsetof(sb_limits, max_client_memory), 1, 0},
+    {"stop_grace_ms", 0, 86400000, offsetof(sb_limits, stop_grace_ms), 0, 1}, /* SB-X-19 */
 };
 
 static int parse_limits(parse_ctx *pc, const cJSON *limits, sb_limits *out) {
@@ -269,6 +270,7 @@ static void set_default_limits(sb_limits *l) {
     l->backpressure_timeout_sec = SB_DEFAULT_BACKPRESSURE_TIMEOUT_SEC;
     l->restart_backoff_ms = SB_DEFAULT_RESTART_BACKOFF_MS;
     l->restart_backoff_max_ms = SB_DEFAULT_RESTART_BACKOFF_MAX_MS;
+    l->stop_grace_ms = SB_DEFAULT_STOP_GRACE_MS;
 }
 
 static int parse_root(parse_ctx *pc, const cJSON *root, sb_config *cfg) {

@@ -141,6 +141,7 @@ static void finish_round(sb_bus *d) {
             sb_clients_close(d, p);
     }
     d->round.doomed.count = 0;
+    sb_listener_slot_freed(d); /* SB-X-21: a client's end may have freed one */
 }
 
 /* Buffers of a client that has not sent anything for a sweep period go
@@ -281,8 +282,9 @@ static void daemon_fini(sb_bus *d) {
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_bus d;
     sb_memory_tune();
-    sb_fdlimit_raise(cfg->worker_count);
+    sb_fdlimit_raise(sb_bus_worker_slots(cfg));
     int rc = sb_bus_init(&d, cfg, opt);
+    d.client_ended = sb_supervise_client_ended; /* SB-X-19 */
     if (rc == 0) {
         d.signal_fd = sb_signals_open();
         if (d.signal_fd < 0 || sb_loop_add(&d.loop, d.signal_fd, POLLIN, on_signal_event, &d) < 0) {

@@ -53,11 +53,21 @@ static void accept_recovered(sb_bus *d) {
             d->listener.accept_refused);
 }
 
-static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
-    sb_bus *d = data;
-    (void)l;
-    (void)revents;
+/* SB-X-21: how long a connection waits, queued, for a per_connection
+ * slot before it is refused. A client that closes and reconnects at once
+ * may connect before its close is seen (its FIN behind its SYN). */
+#define SB_SLOT_WAIT_MS 1000
+
+/* Accepts what is queued. may_wait: with every per_connection worker in
+ * use, what is queued waits for a slot, up to SB_SLOT_WAIT_MS (SB-X-21). */
+static void accept_all(sb_bus *d, int fd, bool may_wait) {
     for (;;) {
+        if (may_wait && !sb_supervise_has_room(d)) {
+            d->listener.waiting_for_slot = true;
+            sb_loop_set(&d->loop, fd, 0);
+            sb_timers_arm(&d->timers, SB_TIMER_ACCEPT, sb_now_ms() + SB_SLOT_WAIT_MS);
+            return;
+        }
         int cfd = sb_net_accept(fd);
         if (cfd == STDIO_BUS_EAGAIN)
             return;
@@ -85,9 +95,30 @@ static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
     }
 }
 
-void sb_listener_resume(sb_bus *d) {
+static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
+    (void)l;
+    (void)revents;
+    accept_all(data, fd, true);
+}
+
+/* SB-X-21: a slot is free for the connections waiting: accept again. */
+void sb_listener_slot_freed(sb_bus *d) {
+    if (!d->listener.waiting_for_slot || !sb_supervise_has_room(d))
+        return;
+    d->listener.waiting_for_slot = false;
+    sb_timers_disarm(&d->timers, SB_TIMER_ACCEPT);
     if (d->listener.fd >= 0)
         sb_loop_set(&d->loop, d->listener.fd, POLLIN);
+}
+
+void sb_listener_resume(sb_bus *d) {
+    if (d->listener.fd < 0)
+        return;
+    if (d->listener.waiting_for_slot) { /* SB-X-21: waited long enough */
+        d->listener.waiting_for_slot = false;
+        accept_all(d, d->listener.fd, false);
+    }
+    sb_loop_set(&d->loop, d->listener.fd, POLLIN);
 }
 
 int sb_listener_start(sb_bus *d, const sb_options *opt) {

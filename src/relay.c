@@ -167,6 +167,10 @@ bool sb_relay_write(sb_bus *d, sb_peer *p) {
     if (!sb_outq_over(&p->out))
         sb_relay_set_full(d, p, false); /* SB-7.3.1-3 */
     sb_watch_update(d, p);
+    if (p->close_when_written && sb_outq_len(&p->out) == 0) { /* SB-X-19 */
+        p->close_when_written = false;
+        sb_relay_close_stdin(d, p);
+    }
     sb_relay_close_if_flushed(d, p);
     return true;
 }
@@ -202,6 +206,21 @@ void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_l
     if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || !client || client->kind != SB_PEER_CLIENT)
         return;
     send_error_to(d, client, id, id_len, sid, sid_len, why);
+}
+
+/* SB-X-21: a client the daemon closes before it could be served is told
+ * why, in one notification written now (a fresh connection's socket buffer
+ * holds it), since nothing of it is pending to answer with an error. */
+void sb_relay_notify_refused(sb_peer *client, const char *why) {
+    char line[512];
+    int n = snprintf(line, sizeof line,
+                     "{\"jsonrpc\":\"2.0\",\"method\":\"stdio_bus/refused\",\"params\":{"
+                     "\"message\":\"stdio_bus: %s\"}}\n",
+                     why);
+    if (n > 0 && (size_t)n < sizeof line && client->out_fd >= 0) {
+        ssize_t w = write(client->out_fd, line, (size_t)n);
+        (void)w; /* best effort: the connection is closed next either way */
+    }
 }
 
 /* SB-I-52: likewise a worker's request that is not forwarded to its client. */

@@ -72,5 +72,7 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p);
 sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p);
 /* A closing client (SB-X-14) whose output queue is empty is doomed now. */
 void sb_relay_close_if_flushed(sb_bus *d, sb_peer *c);
+/* SB-X-21: writes, now, a notification telling a client it is refused. */
+void sb_relay_notify_refused(sb_peer *client, const char *why);
 
 #endif

@@ -214,9 +214,26 @@ static int pick_worker(sb_router *r, const sb_request_key *q) {
     return busy;
 }
 
+/* SB-X-20: the first running worker, from the round-robin cursor on, that
+ * no client is bound to; a request is recorded on it. */
+static int pick_idle(sb_router *r, const sb_request_key *q) {
+    for (int n = 0; n < r->worker_count; n++) {
+        int w = (r->rr_next + n) % r->worker_count;
+        if (!r->running[w] || sb_affinity_count(&r->affinity, w) > 0)
+            continue;
+        if (q && !record_on(r, w, q))
+            continue;
+        r->rr_next = (w + 1) % r->worker_count;
+        return w;
+    }
+    return SB_PICK_NONE;
+}
+
 /* SB-X-11: a connection's messages without sessionId go to the worker it
- * is bound to; an unbound connection is bound to the worker round-robin
- * picks for its first one. Under SB_AFFINITY_EXCLUSIVE the daemon binds
+ * is bound to; an unbound connection is bound, at its first one, to an
+ * idle worker if one is running (SB-X-20), else, when one is being
+ * recycled, it waits for it as a held request (SB-I-45), else to the worker
+ * round-robin picks. Under SB_AFFINITY_EXCLUSIVE the daemon binds
  * each connection as it spawns its worker, and nothing is picked for an
  * unbound one: every worker belongs to another connection (SB-X-15). */
 static int pick_bound(sb_router *r, int client, const sb_request_key *q, sb_route *d) {
@@ -224,7 +241,11 @@ static int pick_bound(sb_router *r, int client, const sb_request_key *q, sb_rout
     if (w == SB_AFFINITY_UNBOUND) {
         if (r->affinity_mode == SB_AFFINITY_EXCLUSIVE)
             return SB_PICK_NONE;
-        w = pick_worker(r, q);
+        w = pick_idle(r, q);
+        if (w < 0 && r->recycling)
+            return SB_PICK_BUSY; /* SB-X-20: held until a recycled one is back */
+        if (w < 0)
+            w = pick_worker(r, q);
         if (w >= 0) {
             sb_affinity_bind(&r->affinity, client, w);
             d->new_binding = true;

@@ -84,7 +84,16 @@ void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
         }
         break;
     case SB_TIMER_KILL:
-        if (w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
+        if (w->pid > 0 && w->retiring && !w->term_sent && d->phase < SB_PHASE_DRAINING) {
+            /* SB-X-19: its stop grace is over */
+            sb_warn(w->peer.name, "did not exit within stop_grace_ms=%ld of its stdin closing: SIGTERM",
+                    d->limits->stop_grace_ms);
+            w->term_sent = true;
+            sb_relay_close_stdin(d, &w->peer); /* what was not written by now never will be */
+            w->peer.close_when_written = false;
+            schedule(d, w, SB_TIMER_KILL, now + (int64_t)d->limits->drain_timeout_sec * 1000);
+            sb_worker_signal(w, SIGTERM);
+        } else if (w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
             sb_warn(w->peer.name, "did not exit after SIGTERM: SIGKILL");
             sb_worker_signal(w, SIGKILL);
         }
@@ -118,8 +127,19 @@ void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
     p->blocked_on = NULL;
 }
 
+/* SB-X-20: w is no longer on its way back to idle: started, or never to be. */
+static void recycled(sb_bus *d, sb_worker *w) {
+    if (w->recycling) {
+        w->recycling = false;
+        d->router.recycling--;
+        if (d->round.held.count)
+            d->reoffer_held = true; /* those waiting for it bind elsewhere, or share */
+    }
+}
+
 int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
     schedule(d, w, SB_TIMER_RESTART, 0);
+    recycled(d, w);
     enter(w, SB_WORKER_STARTING);
     if (sb_worker_start(w) < 0) {
         enter(w, SB_WORKER_STOPPED);
@@ -258,9 +278,10 @@ typedef struct {
 static void discard_orphan(void *ctx, const sb_request *r) {
     orphan_ctx *oc = ctx;
     sb_peer *c = &oc->d->clients[r->sender];
-    /* SB-7.1.2-4 */
-    sb_warn(oc->w->peer.name, "pending request id=%.*s from %s discarded: worker exited",
-            (int)r->id_len, r->id, c->name);
+    /* SB-7.1.2-4; a retired worker's are its departed client's (SB-X-19) */
+    sb_log(oc->w->retiring ? SB_LOG_INFO : SB_LOG_WARN, oc->w->peer.name,
+           "pending request id=%.*s from %s discarded: worker exited", (int)r->id_len, r->id,
+           c->name);
     sb_relay_send_error(oc->d, c, r->id, r->id_len, r->session, r->session_len, "worker exited");
 }
 
@@ -304,9 +325,8 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
         sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",
                 sb_frame_pending(&w->peer.in));
     /* An exit we asked for is news, not a warning. */
-    bool asked = d->phase >= SB_PHASE_DRAINING ||
-                 (w->pool->per_connection && !sb_affinity_count(&d->router.affinity, w->id));
-    sb_log_level level = asked ? SB_LOG_INFO : SB_LOG_WARN; /* SB-X-16: its client left */
+    bool asked = d->phase >= SB_PHASE_DRAINING || w->retiring; /* SB-X-19: its client left */
+    sb_log_level level = asked ? SB_LOG_INFO : SB_LOG_WARN;
     if (WIFSIGNALED(status))
         sb_log(level, w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
                strsignal(WTERMSIG(status)));
@@ -323,17 +343,27 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     orphan_ctx oc = {d, w};
     int discarded = sb_router_drop_worker(&d->router, w->id, discard_orphan, &oc);
     if (discarded)
-        sb_warn(w->peer.name, "%d pending request(s) discarded", discarded);
+        sb_log(w->retiring ? SB_LOG_INFO : SB_LOG_WARN, w->peer.name,
+               "%d pending request(s) discarded", discarded);
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: its ids are free */
     w->pid = -1;
     schedule(d, w, SB_TIMER_KILL, 0);
     schedule(d, w, SB_TIMER_LOST, 0);
 
-    if (sb_supervise_affinity_exited(d, w))
+    bool retired = w->retiring;
+    w->retiring = w->term_sent = w->peer.close_when_written = false;
+    if (sb_supervise_affinity_exited(d, w, retired))
         return; /* SB-X-15: a per-connection slot waits for its next connection */
-    if (d->phase >= SB_PHASE_DRAINING)
+    if (d->phase >= SB_PHASE_DRAINING) {
+        recycled(d, w);
         return;
+    }
+    if (retired) { /* SB-X-20: recycled, not failed: a fresh one at once */
+        sb_info(w->peer.name, "restarting fresh for its next client");
+        schedule(d, w, SB_TIMER_RESTART, sb_now_ms());
+        return;
+    }
     /* SB-7.1.3-1..3, SB-I-9, SB-I-10 */
     long delay = sb_restart_decide(&w->restarts, d->limits, sb_now_ms());
     if (delay < 0) {
@@ -416,18 +446,32 @@ void sb_supervise_reap(sb_bus *d) {
     }
 }
 
-/* SB-X-16: the worker's own client left: it is stopped as at shutdown:
- * stdin closed, SIGTERM, SIGKILL after drain_timeout_sec. */
-void sb_supervise_stop_own_worker(sb_bus *d, sb_worker *w) {
+/* SB-X-16, SB-X-19: the worker's only client ended: the worker sees the
+ * end of its input as it would with that client alone, once what the
+ * client sent is written to it; it serves no one else (SB-X-20) and gets
+ * stop_grace_ms to exit on its own, then SIGTERM, then SIGKILL after
+ * drain_timeout_sec. What it writes meanwhile is still routed. */
+void sb_supervise_retire(sb_bus *d, sb_worker *w) {
     if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
         return; /* already on its way out */
-    sb_info(w->peer.name, "its client left: stopping it");
+    sb_info(w->peer.name, "its client ended: closing its stdin, letting it exit");
+    w->retiring = true;
+    if (!w->pool->per_connection && !w->recycling) { /* SB-X-20: back fresh once it exits */
+        w->recycling = true;
+        d->router.recycling++;
+    }
     enter(w, SB_WORKER_STOPPING);
-    sb_relay_stdin_lost(d, &w->peer); /* closes its stdin; no longer RUNNING, so no grace timer */
-    schedule(d, w, SB_TIMER_KILL, sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
-    sb_worker_signal(w, SIGTERM);
+    sb_router_set_running(&d->router, w->id, false); /* no one new is bound to it */
+    if (d->round.held.count)
+        d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
+    if (sb_outq_len(&w->peer.out) == 0)
+        sb_relay_close_stdin(d, &w->peer);
+    else
+        w->peer.close_when_written = true; /* sb_relay_write closes it */
+    schedule(d, w, SB_TIMER_KILL, sb_now_ms() + d->limits->stop_grace_ms);
     sb_watch_update(d, &w->peer);
 }
+
 
 /* SB-I-53: requests of departed clients stay until their worker answers
  * or exits (SB-I-47). Past their budget, the worker that holds the most of

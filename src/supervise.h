@@ -29,11 +29,19 @@ void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now);
 /* supervise_affinity.c (SB-X-10..SB-X-16) */
 bool sb_supervise_attach(sb_bus *d, sb_peer *c);
 void sb_supervise_detach(sb_bus *d, sb_peer *c);
-/* SB-X-14: ends the connections bound to w, which exited; true for a
- * per_connection slot, which is not restarted (SB-X-15). */
-bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w);
-/* supervise.c: SB-X-16, w's own client left. */
-void sb_supervise_stop_own_worker(sb_bus *d, sb_worker *w);
+/* SB-X-14: ends the connections bound to w, which exited (retired: because
+ * its client ended, SB-X-19); true for a per_connection slot, which is not
+ * restarted (SB-X-15). */
+bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired);
+/* SB-X-19: c ended (sb_bus.client_ended): when it is the only client bound
+ * to its worker, the worker is retired now. */
+void sb_supervise_client_ended(sb_bus *d, sb_peer *c);
+/* Whether a new connection would get a worker now: always but in a
+ * per_connection pool with `instances` workers serving (SB-X-15, SB-X-21). */
+bool sb_supervise_has_room(const sb_bus *d);
+/* supervise.c: SB-X-16, SB-X-19: w's only client ended: its stdin closes
+ * (once its queue is written), SIGTERM after stop_grace_ms. */
+void sb_supervise_retire(sb_bus *d, sb_worker *w);
 /* SB-I-53: while the requests of departed clients are over their budget,
  * fails (5.3) the running worker that holds the most of them. */
 void sb_supervise_shed_orphans(sb_bus *d);

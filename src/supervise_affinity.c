@@ -1,43 +1,89 @@
-/* Worker supervision for connection affinity (SB-X-10..SB-X-16): a
- * connection's own worker, and the connections a worker's exit ends. */
+/* Worker supervision for connection affinity (SB-X-10..SB-X-16, SB-X-19..
+ * SB-X-21): a connection's own worker, the end of a connection reaching
+ * it, and the connections a worker's exit ends. */
 #include "client_state.h"
 #include "log.h"
 #include "supervise.h"
 
+#include <stdio.h>
+
+/* Workers of the pool that serve a connection: bound to one, and not
+ * retiring. A retiring one (its client left, SB-X-19) does not count
+ * against instances while it exits (SB-X-21). */
+static int serving(const sb_bus *d) {
+    int n = 0;
+    for (int i = 0; i < d->worker_count; i++)
+        if (d->workers[i].pid > 0 && !d->workers[i].retiring)
+            n++;
+    return n;
+}
+
+bool sb_supervise_has_room(const sb_bus *d) {
+    return d->cfg->affinity != SB_AFFINITY_EXCLUSIVE || serving(d) < d->cfg->pools[0].instances;
+}
+
+/* SB-X-21: a client the daemon cannot serve is told why in a JSON-RPC
+ * notification before it is closed, not reset silently. */
+static void refuse(sb_bus *d, sb_peer *c, const char *why) {
+    sb_warn(c->name, "refused: %s", why);
+    (void)d;
+    sb_relay_notify_refused(c, why);
+}
+
 /* SB-X-15: a connection to a per_connection pool gets a worker of its own,
  * spawned now, before its first line is read (as SB-I-38), in a slot whose
- * last process has been reaped. Returns false when there is none (every
- * slot in use, or the spawn failed): the caller closes the connection. */
+ * last process has been reaped; at most `instances` serve at once, and a
+ * slot whose worker is exiting after its client left is not one of them
+ * (SB-X-21: the pool has twice as many slots). Returns false when there is
+ * none (every slot in use, or the spawn failed): the caller closes the
+ * connection once the notice is written. */
 bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
     if (d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
         return true;
+    int instances = d->cfg->pools[0].instances;
+    if (serving(d) >= instances) {
+        char why[160];
+        snprintf(why, sizeof why, "all %d worker(s) of the per_connection pool are in use",
+                 instances);
+        refuse(d, c, why);
+        return false;
+    }
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
         if (w->pid > 0)
             continue;
         if (sb_supervise_spawn(d, w) < 0) {
-            sb_warn(c->name, "refused: its worker could not be started");
+            refuse(d, c, "its worker could not be started");
             return false;
         }
         sb_affinity_bind(&d->router.affinity, c->index, w->id);
         sb_info(c->name, "bound to %s, started for it", w->peer.name);
         return true;
     }
-    sb_warn(c->name, "refused: all %d worker(s) of the per_connection pool are in use",
-            d->worker_count);
+    refuse(d, c, "every slot of the per_connection pool holds a worker still exiting");
     return false;
 }
 
-/* The client leaves: it is unbound, and (SB-X-16) its own worker is
- * stopped as at shutdown: stdin closed, SIGTERM, SIGKILL after
- * drain_timeout_sec. */
+/* SB-X-19: the client ended (its input, all of it forwarded, or it is
+ * doomed): when it is the only client bound to its worker, the worker is
+ * retired now, as the client's end would reach it were it spawned by the
+ * client itself, and before another client's line is routed. */
+void sb_supervise_client_ended(sb_bus *d, sb_peer *c) {
+    if (d->cfg->affinity == SB_AFFINITY_NONE || d->phase >= SB_PHASE_DRAINING)
+        return;
+    int id = sb_affinity_worker(&d->router.affinity, c->index);
+    if (id >= 0 && sb_affinity_count(&d->router.affinity, id) == 1)
+        sb_supervise_retire(d, &d->workers[id]);
+}
+
+/* The client leaves: it is unbound, and a worker it leaves with no client
+ * is retired (SB-X-16, SB-X-19, SB-X-20). */
 void sb_supervise_detach(sb_bus *d, sb_peer *c) {
     if (d->cfg->affinity == SB_AFFINITY_NONE)
         return;
     int id = sb_affinity_unbind(&d->router.affinity, c->index);
-    if (id < 0 || d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
-        return;
-    sb_supervise_stop_own_worker(d, &d->workers[id]);
+    if (id >= 0 && d->phase < SB_PHASE_DRAINING && sb_affinity_count(&d->router.affinity, id) == 0)
+        sb_supervise_retire(d, &d->workers[id]);
 }
 
 /* SB-X-14: a worker's exit ends the connections bound to it, whose server
@@ -47,7 +93,7 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c) {
  * written, or after drain_timeout_sec. At shutdown the connections stay
  * until the end (SB-I-21). Returns true for a per_connection slot, which
  * is not restarted (SB-X-15). */
-bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w) {
+bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired) {
     if (d->cfg->affinity == SB_AFFINITY_NONE)
         return false;
     int client;
@@ -57,8 +103,9 @@ bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w) {
         if (d->phase >= SB_PHASE_DRAINING || c->state == SB_CLIENT_DOOMED ||
             c->state == SB_CLIENT_CLOSING)
             continue;
-        sb_warn(c->name, "its worker %d exited: closing the connection once its output is written",
-                w->id);
+        /* retired: the client ended first (SB-X-19), its worker's exit is news */
+        sb_log(retired ? SB_LOG_INFO : SB_LOG_WARN, c->name,
+               "its worker %d exited: closing the connection once its output is written", w->id);
         sb_client_enter(d, c, SB_CLIENT_CLOSING);
         if (!c->dirty)
             sb_relay_close_if_flushed(d, c);

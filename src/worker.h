@@ -45,6 +45,9 @@ typedef struct {
     bool lost_stdout; /* ... and it was its stdout (SB-I-46), not its stdin (SB-I-39) */
     bool given_up;    /* max_restarts reached (SB-7.1.3-3) */
     bool muted;       /* failed (5.3): its output is no longer routed */
+    bool retiring;    /* SB-X-19: its client left; it serves no one until it exits */
+    bool recycling;   /* SB-X-20: retiring, or exited, and to be restarted fresh */
+    bool term_sent;   /* SB-X-19: its stop grace is over, SIGTERM sent */
     char env_id[48];
     char env_pool[320];
 } sb_worker;

@@ -411,7 +411,7 @@ def test_100_per_connection_workers_that_fork_leave_no_process_behind(
             c.send_json({"jsonrpc": "2.0", "id": i, "method": "ping"})
             assert c.line() is not None, f"connection {i} was not served"
             c.close()
-            d.wait_stderr("its client left: stopping it", count=i + 1)
+            d.wait_stderr("its client ended: closing its stdin", count=i + 1)  # SB-X-19
         deadline = time.monotonic() + 20 * SCALE
         while True:
             children = open(f"/proc/{d.pid}/task/{d.pid}/children").read().split()

@@ -10,17 +10,17 @@ spawning the agent itself.
 Pools: `"spawn": "per_connection"` and `"affinity": "connection"` (SPEC.md
 SB-X-10..SB-X-16) must give each client what the direct run gives it. The
 spec's default pool is pinned as broken (routing by `sessionId` at the top
-level only, 6.1.3 and 6.3.3: ACP's sessionId is inside params). What needs
-the daemon changes of issue 23 items 1 and 2 (a client's end reaching its
-agent at once, no client waiting on another's leftovers) is written as
-strict xfails: they turn into failures the day the fix lands, and then the
-marks come off.
+level only, 6.1.3 and 6.3.3: ACP's sessionId is inside params). Closing
+mid-turn, reconnecting at once, churn and idle-first binding are issue 23
+items 1 and 2 (SB-X-19..SB-X-21: a client's end reaching its agent at once,
+no client waiting on another's leftovers).
 """
 
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -48,8 +48,6 @@ POOLS = {
 # what one connection does, compared with the direct run (client.mjs)
 SCENARIOS = ("turns", "flood", "twoSessions", "cancelRunning", "cancel-notification", "cancel-request", "bigFiles")
 
-ITEM1 = "issue 23 item 1: the daemon holds a departed client's agent for drain_timeout_sec instead of closing its stdin"
-ITEM2 = "issue 23 item 2: a slot frees only when the old agent is reaped; affinity binds round-robin and reuses a worker with a departed client's pending turn"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -205,12 +203,11 @@ def close_mid_turn(mode, pool, tmp_path, wait_ms=5000):
 
 
 def test_closing_mid_turn_ends_a_directly_spawned_agent(tmp_path):
-    """The reference of the xfails below: the agent sees the end of its input and exits."""
+    """The reference of the tests below: the agent sees the end of its input and exits."""
     r, = run_clients(["--spawn", *AGENT], "closeMidTurn", 1, tmp_path / "direct", env={"ACP_CLOSE_WAIT_MS": "10000"})
     assert r["exitMs"] is not None, r
 
 
-@pytest.mark.xfail(strict=True, reason=ITEM1)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("pool", POOLS)
 def test_closing_mid_turn_ends_the_agent_within_1_s(pool, mode, tmp_path):
@@ -218,7 +215,6 @@ def test_closing_mid_turn_ends_the_agent_within_1_s(pool, mode, tmp_path):
     assert exit_ms is not None and exit_ms < 1000, f"the agent outlived its editor by {exit_ms} ms"
 
 
-@pytest.mark.xfail(strict=True, reason=ITEM2)
 @pytest.mark.parametrize("mode", ("unix", "tcp"))
 def test_a_client_that_reconnects_at_once_is_served(mode, tmp_path):
     """One client, a complete session, then reconnect at once, ten times, on
@@ -228,7 +224,6 @@ def test_a_client_that_reconnects_at_once_is_served(mode, tmp_path):
     assert r["refused"] == 0 and r["answered"] == r["rounds"], r
 
 
-@pytest.mark.xfail(strict=True, reason=ITEM2)
 @pytest.mark.parametrize("mode", ("unix", "tcp"))
 @pytest.mark.parametrize("pool", POOLS)
 def test_four_clients_churning_get_every_prompt_answered(pool, mode, tmp_path):
@@ -240,20 +235,22 @@ def test_four_clients_churning_get_every_prompt_answered(pool, mode, tmp_path):
     assert total["refused"] == 0 and total["held"] == 0 and total["answered"] == total["rounds"], total
 
 
-@pytest.mark.xfail(strict=True, reason=ITEM2)
 @pytest.mark.parametrize("mode", ("unix", "tcp"))
 def test_affinity_binds_a_new_client_to_an_idle_worker(mode, tmp_path):
-    """A on worker 0, B on worker 1, B leaves, C comes: C must get worker 1,
-    not share worker 0 with A (whose updates would then be dropped)."""
+    """A on worker 0 (and still connected), B on worker 1, B leaves, C comes:
+    C must get worker 1 (restarted fresh, SB-X-20), not share worker 0 with A
+    (whose updates would then be dropped)."""
     with Bus(mode, {"affinity": "connection", "instances": 2}, tmp_path) as bus:
-        a = subprocess.Popen([NODE, str(HERE / "client.mjs"), "closeMidTurn", *bus.target()], cwd=HERE,
-                             env={**os.environ, "ACP_CLOSE_WAIT_MS": "100000"}, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)
+        # A: an ACP initialize, then it stays connected, reading nothing more
+        family = socket.AF_UNIX if mode == "unix" else socket.AF_INET
+        a = socket.socket(family, socket.SOCK_STREAM)
+        host, _, port = bus.address.rpartition(":")
+        a.connect(bus.address if mode == "unix" else (host, int(port)))
         try:
+            a.sendall(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
             wait_until(lambda: len(bound(bus)) == 1, bus)
             run_clients(bus.target(), "hello", 1, tmp_path / "b", bus.stderr_file)  # B, gone after
             wait_until(lambda: len(bound(bus)) == 2, bus)
-            # C: shares A's agent today (its messages then have no single destination)
             c = subprocess.Popen([NODE, str(HERE / "client.mjs"), "hello", *bus.target()], cwd=HERE,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
@@ -262,8 +259,7 @@ def test_affinity_binds_a_new_client_to_an_idle_worker(mode, tmp_path):
                 c.kill()
                 c.wait()
         finally:
-            a.kill()
-            a.wait()
+            a.close()
         workers = bound(bus)
     assert workers[1] != workers[0] and workers[2] != workers[0], workers
 

@@ -1,0 +1,127 @@
+"""A client's end reaching its worker, and no client waiting on another's
+leftovers (SPEC.md SB-X-19..SB-X-21, issue 23): under connection affinity
+the worker of a client that ends sees the end of its input at once, as it
+would had the client spawned it; a worker whose client left serves no one
+else before it is replaced; a per_connection slot frees as its client
+leaves; a client the daemon cannot serve is told so.
+
+Every test requires the profile feature `client_end`. Waits are for events
+(the mock's log, the daemon's lines); drain_timeout_sec is set far beyond
+the run's wait deadline, so a daemon that holds a departed client's worker
+until then fails the wait.
+"""
+
+import json
+
+import pytest
+
+from stdio_bus_conformance import pid_of, procinfo, wait_timeout, wait_until
+
+CLIENT_END = pytest.mark.requires("client_end")
+SOCKETS = pytest.mark.modes("unix", "tcp")
+STAY = ["--on-eof", "stay"]  # a worker that keeps running at stdin EOF until a signal
+LONG = {"limits": {"drain_timeout_sec": 120}}
+POOLS = {"per_connection": {"spawn": "per_connection"}, "affinity": {"affinity": "connection"}}
+
+
+def start(bus, kind, instances=1, args=(), limits=None, probe_gone=True):
+    pool = bus.pool("p", instances, args)
+    pool.update(POOLS[kind])
+    overrides = {"limits": {**LONG["limits"], **(limits or {})}}
+    d = bus.start(overrides, pools=[pool], wait_workers=kind != "per_connection")
+    if kind == "per_connection" and bus.mode != "stdio" and probe_gone:
+        # the readiness probe was a connection too: its worker leaves first
+        wait_until(lambda: not procinfo.children(bus.daemon.pid), what="no worker while no client is connected")
+    return d
+
+
+# -- SB-X-19: the end of a client reaches its worker ----------------------------------------
+@CLIENT_END
+@pytest.mark.clause("SB-X-19")
+@pytest.mark.parametrize("kind", sorted(POOLS))
+def test_a_clients_end_closes_its_workers_stdin_with_a_request_pending(bus, kind):
+    start(bus, kind, instances=2 if kind == "affinity" else 1)
+    c = bus.client()
+    pid = pid_of(c.request())
+    # a request its worker never answers: the client's answer stays owed
+    c.send_json({"jsonrpc": "2.0", "id": "owed", "method": "wait", "params": {"mock": {"no_reply": True}}})
+    bus.worker_log().wait_for(lambda r: r.kind == "in" and r.pid == pid and b'"owed"' in r.raw,
+                              wait_timeout(), "the owed request at its worker")
+    c.close_write()  # a half-close on a socket, EOF on stdin: it may still read
+    # the mock exits at stdin EOF (--on-eof drain): the end reached it
+    bus.worker_log().wait_for(lambda r: r.kind == "exit" and r.pid == pid, wait_timeout(),
+                              "the worker exiting on the end of its input, before drain_timeout_sec")
+    assert not bus.worker_log().select("signal", pid), "the worker was signalled: it exited on EOF"
+
+
+@CLIENT_END
+@SOCKETS
+@pytest.mark.clause("SB-X-19")
+def test_a_worker_that_stays_gets_sigterm_only_after_stop_grace_ms(bus):
+    start(bus, "per_connection", args=STAY, limits={"stop_grace_ms": 200})
+    c = bus.client()
+    pid = pid_of(c.request())
+    c.close()
+    bus.worker_log().wait_for(lambda r: r.kind == "signal" and r.pid == pid, wait_timeout(),
+                              "SIGTERM once stop_grace_ms is over")
+    wait_until(lambda: procinfo.state(pid) is None, what="the worker exited and reaped")
+
+
+# -- SB-X-21: a slot frees as its client leaves ---------------------------------------------
+@CLIENT_END
+@SOCKETS
+@pytest.mark.clause("SB-X-21", "SB-X-19")
+def test_a_client_that_reconnects_at_once_is_served_while_the_old_worker_exits(bus):
+    # the old worker stays (STAY) and its grace is long: it is still there,
+    # as is the readiness probe's (a connection too): two workers exiting,
+    # neither counted against instances, each in a slot of its own
+    start(bus, "per_connection", instances=2, args=STAY, limits={"stop_grace_ms": 60000},
+          probe_gone=False)
+    first = bus.client()
+    old = pid_of(first.request())
+    first.close()
+    again = bus.client()
+    new = pid_of(again.request())
+    assert new != old, "the new connection reached the departed client's worker"
+    assert not bus.worker_log().select("signal", old), "SIGTERM before stop_grace_ms"
+    assert procinfo.state(old) is not None, "the old worker is gone: the test proves nothing"
+
+
+@CLIENT_END
+@SOCKETS
+@pytest.mark.clause("SB-X-21")
+def test_a_connection_that_cannot_be_served_is_told_before_the_close(bus):
+    start(bus, "per_connection")
+    first = bus.client()
+    pid = pid_of(first.request())
+    second = bus.client()
+    lines = second.expect_closed()
+    told = [json.loads(line) for line in lines if line.strip()]
+    assert told, "closed without a JSON-RPC line: a silent reset"
+    note = told[0]
+    assert note.get("jsonrpc") == "2.0" and isinstance(note.get("method"), str) and "id" not in note, \
+        f"not a JSON-RPC notification: {note}"
+    assert pid_of(first.request()) == pid
+
+
+# -- SB-X-20: no leftovers of a departed client -----------------------------------------------
+@CLIENT_END
+@SOCKETS
+@pytest.mark.clause("SB-X-20")
+def test_a_new_client_gets_an_idle_fresh_worker_not_a_departed_ones_or_a_live_ones(bus):
+    start(bus, "affinity", instances=2)
+    a = bus.client()
+    pid_a = pid_of(a.request())
+    b = bus.client()
+    pid_b = pid_of(b.request())
+    assert pid_b != pid_a, "B was bound beside A while a worker was idle"
+    # B leaves a request its worker never answers, with an id C will use too
+    b.send_json({"jsonrpc": "2.0", "id": "same", "method": "wait", "params": {"mock": {"no_reply": True}}})
+    bus.worker_log().wait_for(lambda r: r.kind == "in" and r.pid == pid_b and b'"same"' in r.raw,
+                              wait_timeout(), "B's owed request at its worker")
+    b.close()
+    c = bus.client()
+    pid_c = pid_of(c.request(id="same"))
+    assert pid_c != pid_a, "C was bound to A's worker, which has a live client, while one was idle"
+    assert pid_c != pid_b, "C was bound to the departed client's worker, its turn still pending"
+    assert pid_of(a.request()) == pid_a
