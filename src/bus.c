@@ -39,9 +39,8 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
         sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, slots, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
         sb_router_set_affinity(&d->router, cfg->affinity) < 0 ||
-        sb_timers_init(&d->timers,
-                       SB_TIMER_PEERS + SB_TIMERS_PER_PEER *
-                                            (slots + STDIO_BUS_MAX_CONNECTIONS)) < 0) {
+        sb_timers_init(&d->timers, SB_TIMER_PEERS + SB_TIMERS_PER_PEER *
+                                                        (slots + STDIO_BUS_MAX_CONNECTIONS)) < 0) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }

@@ -35,10 +35,10 @@ typedef struct {
 
 /* The listening socket of the unix and tcp modes (listener.c). */
 typedef struct {
-    int fd;              /* -1 = none (stdio mode, or closed at shutdown) */
-    int spare_fd;        /* /dev/null, given up to accept-and-close when out of fds */
-    bool accept_failing; /* an episode of failed accept()s is going on */
-    long accept_refused; /* connections closed unserved in that episode */
+    int fd;                /* -1 = none (stdio mode, or closed at shutdown) */
+    int spare_fd;          /* /dev/null, given up to accept-and-close when out of fds */
+    bool accept_failing;   /* an episode of failed accept()s is going on */
+    long accept_refused;   /* connections closed unserved in that episode */
     bool waiting_for_slot; /* SB-X-21: accepting waits for a per_connection slot */
     const char *unix_path;
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */

@@ -74,7 +74,7 @@ typedef struct {
     int rr_next;                    /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
     sb_affinity_mode affinity_mode; /* SB_AFFINITY_NONE unless sb_router_set_affinity */
     sb_affinity affinity;           /* allocated only when affinity_mode is set */
-    int recycling; /* SB-X-20: workers being restarted fresh after their client left */
+    int recycling;      /* SB-X-20: workers being restarted fresh after their client left */
     int orphans;        /* requests of clients that have left, still pending (SB-I-23, SB-I-47) */
     int *orphans_on;    /* per worker: how many of them it holds (SB-I-53) */
     int client_share;   /* SB-I-51: requests one client may always have pending */

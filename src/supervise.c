@@ -86,7 +86,8 @@ void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
     case SB_TIMER_KILL:
         if (w->pid > 0 && w->retiring && !w->term_sent && d->phase < SB_PHASE_DRAINING) {
             /* SB-X-19: its stop grace is over */
-            sb_warn(w->peer.name, "did not exit within stop_grace_ms=%ld of its stdin closing: SIGTERM",
+            sb_warn(w->peer.name,
+                    "did not exit within stop_grace_ms=%ld of its stdin closing: SIGTERM",
                     d->limits->stop_grace_ms);
             w->term_sent = true;
             sb_relay_close_stdin(d, &w->peer); /* what was not written by now never will be */
@@ -471,7 +472,6 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w) {
     schedule(d, w, SB_TIMER_KILL, sb_now_ms() + d->limits->stop_grace_ms);
     sb_watch_update(d, &w->peer);
 }
-
 
 /* SB-I-53: requests of departed clients stay until their worker answers
  * or exits (SB-I-47). Past their budget, the worker that holds the most of
