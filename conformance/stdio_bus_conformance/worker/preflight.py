@@ -211,10 +211,17 @@ def _poisons(desc: WorkerDescription, timeout: float, recorder: Recorder, workdi
                 p, _, answer = _start(desc, timeout, recorder, workdir, n, int_ids)
                 if answer is None:
                     return found  # a flaky start: the tests will tell
-            if p.send(line) and p.ask(method, params) is not None:
+            try:
+                survived = p.send(line) and p.ask(method, params) is not None
+            except WorkerError:  # it died on the line before the request was written: EPIPE
+                survived = False
+            if survived:
                 if not notified:  # once, on a worker that lives
                     notified = True
-                    found += _answers_notifications(p, method, params)
+                    try:
+                        found += _answers_notifications(p, method, params)
+                    except WorkerError:  # it died on the notification: its own test names that
+                        pass
                 continue
             ended = f"it exited with status {p.proc.proc.poll()}" if not p.proc.running \
                 else "it stops answering"
