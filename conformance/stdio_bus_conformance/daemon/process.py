@@ -121,7 +121,7 @@ MALFORMED_INPUT = re.compile(r"(?i)malformed|\binvalid\b|routing|wrong type|not 
 # What a daemon's error about a line over max_input_buffer says (seed 7.3.2
 # "log an error with connection context"), in any daemon's words: the line
 # about the overflow, as opposed to, say, a later line about the disconnect.
-INPUT_OVERFLOW = re.compile(r"(?i)too long|longer than|exceed|overflow|max_input_buffer|input buffer|\blimit\b|\btoo (?:big|large)")
+INPUT_OVERFLOW = re.compile(r"(?i)too long|longer than|exceed|overflow|max_input_buffer|input buffer|\blimit\b|\btoo (?:big|large)|oversized?\b|\b(?:line|message) size\b|\bmaximum\b")
 
 
 def free_tcp_port(host: str) -> int:
