@@ -98,15 +98,23 @@ export class Editor {
     return out;
   }
 
-  /** Ends the connection as an editor does: closes the agent's stdin (or the
-   * socket); waits for a spawned child to exit when `wait`. */
+  /** Ends the connection as an editor does: closes the agent's stdin (or
+   * half-closes the socket); waits for a spawned child to exit when `wait`. */
   async close({ wait = false } = {}) {
     if (this.child) {
       this.child.stdin.end();
       if (wait && this.child.exitCode === null && this.child.signalCode === null)
         await withTimeout(new Promise((r) => this.child.once("exit", r)), WAIT_MS, "the spawned process's exit").catch(() => this.child.kill("SIGKILL"));
-    } else if (this.socket) {
-      this.socket.end();
+    } else if (this.socket && !this.socket.destroyed) {
+      // Resolves once the end is sent (shutdown(2) done), not merely asked
+      // for: Node sends it later, and a client that reconnects at once would
+      // otherwise reach the daemon before its own end does, which no daemon
+      // can tell apart from a second editor arriving while the first stays.
+      const sent = new Promise((r) => {
+        this.socket.once("close", r);
+        this.socket.end(r);
+      });
+      await withTimeout(sent, WAIT_MS, "the socket's end").catch(() => this.socket.destroy());
     }
   }
 }

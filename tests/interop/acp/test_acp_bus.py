@@ -232,7 +232,9 @@ def test_four_clients_churning_get_every_prompt_answered(pool, mode, tmp_path):
     with Bus(mode, {**POOLS[pool](4, mode), "instances": 4}, tmp_path) as bus:
         runs = run_clients(bus.target(), "churn", 4, tmp_path / "bus", bus.stderr_file, env={"ACP_SECONDS": "10"})
     total = {key: sum(r[key] for r in runs) for key in ("rounds", "answered", "refused", "held")}
-    assert total["refused"] == 0 and total["held"] == 0 and total["answered"] == total["rounds"], total
+    # a hold is mostly a second client bound to a busy worker, whose requests to its client are then discarded (SB-X-12)
+    assert total["refused"] == 0 and total["held"] == 0 and total["answered"] == total["rounds"], \
+        f"{total}\n{bus.stderr()[-4000:]}"
 
 
 @pytest.mark.parametrize("mode", ("unix", "tcp"))
