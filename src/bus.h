@@ -77,9 +77,8 @@ typedef struct sb_bus {
     sb_stderr_watch stderr_watch; /* daemon.c */
     int stdin_flags, stdout_flags;
 
-    sb_phase phase;            /* written by sb_phase_enter only */
-    int64_t phase_deadline_ms; /* LINGER (SB-I-5), DRAINING (SB-10.2-4); 0 = none */
-    sb_timers timers;          /* every deadline above and of each peer (SB_TIMER_*) */
+    sb_phase phase;   /* written by sb_phase_enter only */
+    sb_timers timers; /* every deadline above and of each peer (SB_TIMER_*) */
 } sb_bus;
 
 /* Worker slots: the pools' instances, and spare ones for per_connection
@@ -118,7 +117,7 @@ static inline int64_t sb_now_ms(void) {
  * its deadline is set; its owner checks, when it fires, that it still
  * applies (a stale one only costs a wake-up). */
 enum {
-    SB_TIMER_PHASE = 0, /* phase_deadline_ms (SB-I-5, SB-10.2-4) */
+    SB_TIMER_PHASE = 0, /* the phase's deadline: LINGER (SB-I-5), DRAINING (SB-10.2-4) */
     SB_TIMER_SWEEP,     /* the idle sweep, armed while clients hold buffers */
     SB_TIMER_ACCEPT,    /* the listener rests after accept() failed */
     SB_TIMER_PEERS

@@ -199,6 +199,17 @@ static void check_pending_full(sb_bus *d) {
             STDIO_BUS_MAX_PENDING_REQUESTS, d->router.orphans);
 }
 
+/* The phase's deadline (its timer, the one place it is kept) passed with
+ * something still to wait for. */
+static void phase_deadline_reached(sb_bus *d) {
+    if (d->phase == SB_PHASE_LINGER) {
+        begin_shutdown(d, "stdin EOF, drain_timeout_sec reached with requests in flight");
+    } else if (d->phase == SB_PHASE_DRAINING) { /* SB-10.2-4 */
+        sb_supervise_kill_remaining(d);
+        sb_phase_enter(d, SB_PHASE_DONE, 0);
+    }
+}
+
 /* Every timer due at `now`, earliest first. Timers re-armed at or before
  * `now` while firing wait for the next turn (which polls without waiting). */
 static void check_timers(sb_bus *d, int64_t now) {
@@ -208,7 +219,8 @@ static void check_timers(sb_bus *d, int64_t now) {
     for (int n = d->timers.count; n > 0 && (id = sb_timers_take(&d->timers, now)) >= 0; n--) {
         switch (id) {
         case SB_TIMER_PHASE:
-            break; /* check_phase */
+            phase_deadline_reached(d);
+            break;
         case SB_TIMER_SWEEP:
             sweep_idle(d, now);
             break;
@@ -227,24 +239,29 @@ static void check_timers(sb_bus *d, int64_t now) {
     }
 }
 
-static void check_phase(sb_bus *d, int64_t now) {
+/* Milliseconds poll may sleep: until the next timer, or until an fd or a
+ * signal wakes it (-1) when none is armed. One clock read a turn: the time
+ * this turn took (well under a millisecond but for huge batches) only makes
+ * a timer late by as much, and saves a clock read per message at low load. */
+static int poll_timeout(const sb_bus *d, int64_t now) {
+    int64_t deadline = sb_timers_next(&d->timers);
+    if (deadline == INT64_MAX)
+        return -1;
+    int64_t wait = deadline - now;
+    return wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
+}
+
+/* The phase ends early once nothing is left to wait for. */
+static void check_phase(sb_bus *d) {
     if (d->phase == SB_PHASE_LINGER) {
         const sb_peer *c = &d->clients[0];
         bool client_done = c->kind != SB_PEER_CLIENT ||
                            (!sb_clients_has_pending(d, c) && sb_outq_len(&c->out) == 0);
         if (client_done)
             begin_shutdown(d, "stdin EOF, nothing in flight");
-        else if (now >= d->phase_deadline_ms)
-            begin_shutdown(d, "stdin EOF, drain_timeout_sec reached with requests in flight");
     }
-    if (d->phase == SB_PHASE_DRAINING) {
-        if (d->live_workers == 0 && clients_flushed(d))
-            sb_phase_enter(d, SB_PHASE_DONE, 0);
-        else if (now >= d->phase_deadline_ms) {
-            sb_supervise_kill_remaining(d);
-            sb_phase_enter(d, SB_PHASE_DONE, 0);
-        }
-    }
+    if (d->phase == SB_PHASE_DRAINING && d->live_workers == 0 && clients_flushed(d))
+        sb_phase_enter(d, SB_PHASE_DONE, 0);
 }
 
 static void daemon_fini(sb_bus *d) {
@@ -302,10 +319,11 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         begin_shutdown(&d, "start-up failed");
         while (d.phase != SB_PHASE_DONE) {
             int64_t now = sb_now_ms();
-            check_phase(&d, now);
+            check_timers(&d, now);
+            check_phase(&d);
             if (d.phase == SB_PHASE_DONE)
                 break;
-            sb_loop_run_once(&d.loop, (int)(d.phase_deadline_ms - now));
+            sb_loop_run_once(&d.loop, poll_timeout(&d, now));
         }
         daemon_fini(&d);
         return 1;
@@ -320,21 +338,12 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
         int64_t now = sb_now_ms();
         check_timers(&d, now);
         finish_round(&d);
-        check_phase(&d, now);
+        check_phase(&d);
         if (d.phase == SB_PHASE_DONE)
             break;
         if (sb_log_backlog())
             tend_stderr(&d);
-        int64_t deadline = sb_timers_next(&d.timers);
-        int timeout = -1; /* nothing scheduled: sleep until an fd or a signal wakes us */
-        if (deadline != INT64_MAX) {
-            /* One clock read a turn: the time this turn took (well under a
-             * millisecond but for huge batches) only makes a timer late by
-             * as much, and saves a clock read per message at low load. */
-            int64_t wait = deadline - now;
-            timeout = wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
-        }
-        if (sb_loop_run_once(&d.loop, timeout) < 0) {
+        if (sb_loop_run_once(&d.loop, poll_timeout(&d, now)) < 0) {
             sb_error(NULL, "poll failed: %s", strerror(errno));
             begin_shutdown(&d, "poll failure");
         }

@@ -28,7 +28,6 @@ void sb_phase_enter(sb_bus *d, sb_phase to, int64_t deadline_ms) {
                  sb_phase_name(to));
     sb_timers_disarm(&d->timers, SB_TIMER_PHASE);
     d->phase = to;
-    d->phase_deadline_ms = deadline_ms;
     if (deadline_ms)
         sb_timers_arm(&d->timers, SB_TIMER_PHASE, deadline_ms);
 }
