@@ -210,7 +210,9 @@ void sb_clients_verdict(sb_bus *d, sb_peer *c, sb_relay_verdict v) {
     case SB_RELAY_NOMEM:
         sb_client_doom(d, c);
         break;
-    case SB_RELAY_MALFORMED: /* not reported for clients: the relay closes them (4.3) */
+    case SB_RELAY_MALFORMED: /* SB-4.3-1, SB-4.3-2 */
+        sb_warn(c->name, "malformed input (%s): closing the client", sb_router_why(v.why));
+        sb_client_doom(d, c);
         break;
     }
 }

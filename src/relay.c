@@ -244,8 +244,11 @@ static void format_tokens(const sb_fields *f, char *out, size_t size) {
 }
 
 /* Returns false when the line must wait (SB_ROUTE_HOLD): it was not
- * consumed, and nothing was recorded for it. */
-static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t len) {
+ * consumed, and nothing was recorded for it. A line that is not a JSON-RPC
+ * message is consumed and its reason set in *malformed, for the caller's
+ * verdict (SB-4.3-1). */
+static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t len,
+                              sb_route_why *malformed) {
     sb_route r = sb_router_from_client(&d->router, c->index, line, len);
     char tokens[200];
     switch (r.action) {
@@ -257,9 +260,8 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
             sb_debug(c->name, "holding:%s: %s", tokens, sb_router_why(r.why));
         }
         return false;
-    case SB_ROUTE_REJECT: /* SB-4.3-1, SB-4.3-2 */
-        sb_warn(c->name, "malformed input (%s): closing the client", sb_router_why(r.why));
-        sb_client_doom(d, c);
+    case SB_ROUTE_REJECT:
+        *malformed = r.why;
         return true;
     case SB_ROUTE_DROP:
         format_tokens(&r.fields, tokens, sizeof tokens);
@@ -371,11 +373,14 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
         if (n == STDIO_BUS_EFULL)
             return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
         if (p->kind == SB_PEER_CLIENT) {
-            if (!route_from_client(d, p, line, (size_t)n)) {
+            sb_route_why malformed = SB_WHY_NONE;
+            if (!route_from_client(d, p, line, (size_t)n, &malformed)) {
                 sb_frame_unread(&p->in, (size_t)n);
                 sb_client_enter(d, p, SB_CLIENT_HELD);
                 break;
             }
+            if (malformed != SB_WHY_NONE)
+                return verdict(SB_RELAY_MALFORMED, malformed);
         } else {
             sb_route_why why = route_from_worker(d, p, line, (size_t)n);
             if (why != SB_WHY_NONE)

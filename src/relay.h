@@ -13,13 +13,15 @@
 
 /* What the relay leaves to the peer's owner (worker supervision,
  * sb_supervise_verdict, or the client connections, sb_clients_verdict),
- * instead of calling up into it: one convention for both kinds. A client's
- * malformed line (4.3) and a failed write to any peer are handled here. */
+ * instead of calling up into it: one convention for both kinds, a client's
+ * malformed line (4.3) included. Only a failed write, found wherever output
+ * is flushed, is acted on here: a worker's stdin is lost (end of round), a
+ * client is doomed. */
 typedef enum {
     SB_RELAY_OK = 0,
     SB_RELAY_ENDED,       /* its input ended (EOF) */
     SB_RELAY_READ_FAILED, /* reading its input failed: see err */
-    SB_RELAY_MALFORMED,   /* a worker's line is not a JSON-RPC message (5.3): see why */
+    SB_RELAY_MALFORMED,   /* a line is not a JSON-RPC message (4.3, 5.3): see why */
     SB_RELAY_OVERFLOW,    /* a line longer than max_input_buffer (7.3.2) */
     SB_RELAY_NOMEM        /* no memory for its input buffer (logged) */
 } sb_relay_event;

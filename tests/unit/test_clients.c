@@ -307,12 +307,16 @@ Test(clients, closing_client_is_doomed_once_its_output_is_written) {
     close(far);
 }
 
-/* SB-4.3-1: a malformed line closes the client. */
-Test(clients, malformed_line_dooms_the_client) {
+/* SB-4.3-1: a malformed line is reported to the client's owner, as every
+ * other end of a client's input is, which closes the client. */
+Test(clients, malformed_line_is_reported_and_closes_the_client) {
     int far;
     sb_peer *c = connect_client(&far);
-    say(far, "not json\n");
-    sb_relay_read(&d, c);
+    say(far, "not json\n{\"jsonrpc\":\"2.0\",\"method\":\"after\"}\n");
+    sb_relay_verdict v = sb_relay_read(&d, c);
+    cr_assert_eq(v.event, SB_RELAY_MALFORMED);
+    cr_assert_eq(c->state, SB_CLIENT_OPEN, "the relay leaves it to the owner");
+    sb_clients_verdict(&d, c, v);
     cr_assert_eq(c->state, SB_CLIENT_DOOMED);
     cr_assert_not(reads(c));
     close(far);
