@@ -53,9 +53,20 @@ static void log_client_request_dropped(void *ctx, const sb_request *r) {
              r->receiver);
 }
 
+/* What a close discards of its input: complete lines not routed yet (held,
+ * SB-I-45, or not reached), and a partial line (SB-I-25). */
+static void log_unrouted_input(const sb_peer *c, bool with_partial) {
+    size_t partial;
+    size_t lines = sb_frame_unreturned_lines(&c->in, &partial);
+    if (lines)
+        sb_warn(c->name, "%zu complete line(s) not routed yet discarded", lines);
+    if (partial && with_partial)
+        sb_warn(c->name, "%zu byte(s) after the last newline discarded", partial);
+}
+
 void sb_clients_close(sb_bus *d, sb_peer *c) {
-    if (sb_frame_pending(&c->in) && c->in_fd >= 0) /* SB-I-25 */
-        sb_warn(c->name, "%zu byte(s) after the last newline discarded", sb_frame_pending(&c->in));
+    if (sb_frame_pending(&c->in)) /* stdio's partial line was told of at its EOF */
+        log_unrouted_input(c, c->in_fd >= 0);
     int pending; /* SB-7.2-1..3, SB-I-23 */
     int sessions =
         sb_router_drop_client(&d->router, c->index, log_client_request_dropped, c, &pending);
@@ -178,9 +189,11 @@ void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
     /* SB-I-5: stdin EOF. Deliver what is in flight, then shut down. */
     sb_loop_del(&d->loop, p->in_fd);
     p->in_fd = -1;
-    if (sb_frame_pending(&p->in))
+    size_t partial; /* complete lines held back (SB-I-45) are still offered */
+    sb_frame_unreturned_lines(&p->in, &partial);
+    if (partial)
         sb_warn(p->name, "stdin ended inside a line: %zu byte(s) without a newline discarded",
-                sb_frame_pending(&p->in));
+                partial);
     if (p->state == SB_CLIENT_OPEN) /* a held one ends once its line is offered */
         sb_client_enter(d, p, SB_CLIENT_ENDING);
     if (d->phase == SB_PHASE_SERVING) {

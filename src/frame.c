@@ -107,6 +107,17 @@ size_t sb_frame_pending(const sb_frame *f) {
     return f->len - f->start;
 }
 
+size_t sb_frame_unreturned_lines(const sb_frame *f, size_t *partial) {
+    size_t lines = 0, at = f->start;
+    const char *nl;
+    while (at < f->len && (nl = memchr(f->data + at, '\n', f->len - at))) {
+        lines++;
+        at = (size_t)(nl - f->data) + 1;
+    }
+    *partial = f->len - at;
+    return lines;
+}
+
 void sb_frame_shrink(sb_frame *f) {
     if (f->len - f->start > 0)
         return;

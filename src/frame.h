@@ -60,6 +60,10 @@ void sb_frame_unread(sb_frame *f, size_t n);
 /* Bytes buffered and not yet returned as lines. */
 size_t sb_frame_pending(const sb_frame *f);
 
+/* Of those, the complete lines (held back, or not reached yet), and in
+ * *partial the bytes after the last newline: what a close discards. */
+size_t sb_frame_unreturned_lines(const sb_frame *f, size_t *partial);
+
 /* Releases the storage if nothing is buffered, so an idle connection does
  * not keep a large buffer after one big message. */
 void sb_frame_shrink(sb_frame *f);

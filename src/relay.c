@@ -239,8 +239,15 @@ static void format_tokens(const sb_fields *f, char *out, size_t size) {
         n += snprintf(out, size, " id=%.*s", (int)(f->id.raw_len > 64 ? 64 : f->id.raw_len),
                       f->id.raw);
     if (f->session_id.type && (size_t)n < size)
-        snprintf(out + n, size - (size_t)n, " sessionId=%.*s",
-                 (int)(f->session_id.raw_len > 80 ? 80 : f->session_id.raw_len), f->session_id.raw);
+        n += snprintf(out + n, size - (size_t)n, " sessionId=%.*s",
+                      (int)(f->session_id.raw_len > 80 ? 80 : f->session_id.raw_len),
+                      f->session_id.raw);
+}
+
+/* "discarding message: id=1: why", and "discarding message: why" when the
+ * line has neither token. */
+static const char *colon_after(const char *tokens) {
+    return tokens[0] ? ":" : "";
 }
 
 /* Returns false when the line must wait (SB_ROUTE_HOLD): it was not
@@ -257,7 +264,7 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
     case SB_ROUTE_HOLD:
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(c->name, "holding:%s: %s", tokens, sb_router_why(r.why));
+            sb_debug(c->name, "holding:%s%s %s", tokens, colon_after(tokens), sb_router_why(r.why));
         }
         return false;
     case SB_ROUTE_REJECT:
@@ -268,16 +275,17 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         if (r.why == SB_WHY_CLIENT_SHARE) { /* SB-I-51: one warning per episode */
             if (!c->share_warned)
                 sb_warn(c->name,
-                        "discarding message:%s: %s (%d requests): its requests are refused until "
+                        "discarding message:%s%s %s (%d requests): its requests are refused until "
                         "some are answered",
-                        tokens, sb_router_why(r.why),
+                        tokens, colon_after(tokens), sb_router_why(r.why),
                         sb_pending_count_sender(&d->router.requests, c->index));
             c->share_warned = true;
         } else if (r.why == SB_WHY_FOREIGN_SESSION)
-            sb_warn(c->name, "discarding message:%s: %s (client slot %d)", tokens,
-                    sb_router_why(r.why), r.other);
+            sb_warn(c->name, "discarding message:%s%s %s (client slot %d)", tokens,
+                    colon_after(tokens), sb_router_why(r.why), r.other);
         else
-            sb_warn(c->name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+            sb_warn(c->name, "discarding message:%s%s %s", tokens, colon_after(tokens),
+                    sb_router_why(r.why));
         if (r.is_request)
             sb_relay_send_error(d, c, r.fields.id.raw, r.fields.id.raw_len, r.fields.session_id.raw,
                                 r.fields.session_id.raw_len, sb_router_why(r.why));
@@ -325,7 +333,8 @@ static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, s
             answer_worker(d, w, &r.fields, sb_router_why(r.why));
             break;
         }
-        sb_warn(w->name, "discarding message:%s: %s", tokens, sb_router_why(r.why));
+        sb_warn(w->name, "discarding message:%s%s %s", tokens, colon_after(tokens),
+                sb_router_why(r.why));
         if (r.why == SB_WHY_CLIENT_GONE && d->round.held.count)
             d->reoffer_held = true; /* an orphan's id is free again */
         break;

@@ -92,6 +92,32 @@ Test(frame, partial_line_returns_eagain) {
     sb_frame_fini(&f);
 }
 
+/* What a close discards: complete lines given back or not reached (held,
+ * SB-I-45) are told apart from the partial line after them (SB-I-25). */
+Test(frame, unreturned_lines_and_the_partial_line_are_counted_apart) {
+    sb_frame f;
+    size_t partial = 99;
+    sb_frame_init(&f, 1024);
+    cr_expect_eq(sb_frame_unreturned_lines(&f, &partial), 0);
+    cr_expect_eq(partial, 0);
+    size_t avail;
+    char *p = sb_frame_space(&f, &avail);
+    const char *bytes = "one\ntwo\n\nthr";
+    memcpy(p, bytes, strlen(bytes));
+    sb_frame_commit(&f, strlen(bytes));
+    const char *line;
+    long n = sb_frame_next(&f, &line);
+    cr_assert_eq(n, 4);
+    sb_frame_unread(&f, (size_t)n); /* held: not routed yet */
+    cr_expect_eq(sb_frame_unreturned_lines(&f, &partial), 3);
+    cr_expect_eq(partial, 3);
+    while (sb_frame_next(&f, &line) > 0)
+        ;
+    cr_expect_eq(sb_frame_unreturned_lines(&f, &partial), 0);
+    cr_expect_eq(partial, 3, "only the partial line is left");
+    sb_frame_fini(&f);
+}
+
 Test(frame, many_lines_in_one_read_come_out_in_order) {
     sb_frame f;
     collected c = {0};
