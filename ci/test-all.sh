@@ -6,6 +6,11 @@
 #   2. build with ASan+UBSan and run unit, fuzz replays, e2e, the conformance
 #      suite (once) and the worker suite again: any sanitizer report fails the run;
 #   3. a short fuzzing smoke of every fuzz target (ci/fuzz.sh), if AFL++ is here.
+# Both ctest runs take -j$(nproc): the heavy suites (conformance and its
+# self-tests, the foreign and independent daemons, MCP and ACP interop, the
+# packages, ci-example) hold the lock sb_conformance and run one at a time,
+# each beside the light unlocked ones (unit, fuzz replays, mocks, e2e,
+# valgrind, interop.bus, bench smoke).
 # Extra arguments go to both ctest runs (e.g. -L unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +39,7 @@ fi
 echo "== tests under ASan+UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-(cd build-asan && ctest --output-on-failure -L 'unit|fuzz|e2e|conformance|worker-suite|worker-catches' "$@")
+(cd build-asan && ctest --output-on-failure -j"$jobs" -L 'unit|fuzz|e2e|conformance|worker-suite|worker-catches' "$@")
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== tests"
@@ -43,4 +48,4 @@ cd build
 # suite that `conformance` has just run whole (~145 s); run them with ctest -L section-.
 # -LE ^bite$: the whole bite map takes longer than this run's budget (conformance/README.md,
 # Bite map); its fast part, label bite-fast, runs here. Run it with ctest -L '^bite$'.
-ctest --output-on-failure -LE 'section-|^bite$' "$@"
+ctest --output-on-failure -j"$jobs" -LE 'section-|^bite$' "$@"
