@@ -74,7 +74,7 @@ static inline int find_value(const sb_pending *t, int receiver, sb_idkey id, uin
         const sb_request *r = &t->entries[i];
         if (r->hash != h || r->receiver != receiver)
             continue;
-        if (r->id_len == id.len && memcmp(r->id, id.raw, id.len) == 0)
+        if (r->id_len == id.len && sb_bytes_equal(r->id, id.raw, id.len))
             return 1;
         sb_idkey held = {r->id, r->id_len, r->id_plain, 0};
         if (same_value(held, id))
@@ -152,7 +152,7 @@ int sb_pending_add_unique(sb_pending *t, int receiver, int sender, sb_idkey id, 
 static int matches(const sb_request *r, uint32_t hash, int receiver, const char *id,
                    size_t id_len) {
     return r->hash == hash && r->receiver == receiver && r->id_len == id_len &&
-           memcmp(r->id, id, id_len) == 0;
+           sb_bytes_equal(r->id, id, id_len);
 }
 
 static void unlink_sender(sb_pending *t, int32_t index) {
@@ -205,7 +205,7 @@ int sb_pending_take(sb_pending *t, int receiver, sb_idkey id, const char *sessio
          * left by departed clients keep their place in that order. */
         int rank;
         if (session_len && r->session_len == session_len &&
-            memcmp(r->session, session, session_len) == 0)
+            sb_bytes_equal(r->session, session, session_len))
             rank = 0;
         else if (r->session_len == 0)
             rank = 1;

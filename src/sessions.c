@@ -47,7 +47,7 @@ sb_session *sb_sessions_find(sb_sessions *t, const char *key, size_t len) {
     uint32_t h = sb_hash_bytes(0, key, len);
     for (int32_t i = t->buckets[h & t->bucket_mask]; i != NIL; i = t->entries[i].next_in_bucket) {
         sb_session *s = &t->entries[i];
-        if (s->hash == h && s->key_len == len && memcmp(s->key, key, len) == 0)
+        if (s->hash == h && s->key_len == len && sb_bytes_equal(s->key, key, len))
             return s;
     }
     return NULL;
