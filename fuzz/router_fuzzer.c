@@ -1390,17 +1390,15 @@ NO_COVERAGE static void check_all_nil(const int32_t *a, size_t n) {
         CHECK(a[i] == -1);
 }
 
-NO_COVERAGE static void restore_sessions(sb_sessions *t, int touched) {
+NO_COVERAGE static void restore_sessions(sb_sessions *t) {
     CHECK(t->count == 0);
     check_all_nil(t->buckets, (size_t)t->bucket_mask + 1);
     check_all_nil(t->worker_head, (size_t)t->worker_slots);
     check_all_nil(t->client_head, (size_t)t->client_slots);
-    if (touched > t->capacity)
-        touched = t->capacity;
-    memset(t->entries, 0, (size_t)touched * sizeof *t->entries);
-    for (int i = 0; i < touched; i++)
-        t->entries[i].next_in_bucket = i + 1 < t->capacity ? i + 1 : -1;
-    t->free_head = t->capacity > 0 ? 0 : -1;
+    /* Entries are handed out from fresh_next up: those below it were used. */
+    memset(t->entries, 0, (size_t)t->fresh_next * sizeof *t->entries);
+    t->free_head = -1;
+    t->fresh_next = 0;
 }
 
 NO_COVERAGE static void restore_pending(sb_pending *t) {
@@ -1408,12 +1406,9 @@ NO_COVERAGE static void restore_pending(sb_pending *t) {
     check_all_nil(t->buckets, (size_t)t->bucket_mask + 1);
     check_all_nil(t->recv_head, (size_t)t->recv_slots);
     check_all_nil(t->send_head, (size_t)t->send_slots);
-    /* Each successful add took the next never-used entry at most. */
-    int touched = t->next_seq < (uint64_t)t->capacity ? (int)t->next_seq : t->capacity;
-    memset(t->entries, 0, (size_t)touched * sizeof *t->entries);
-    for (int i = 0; i < touched; i++)
-        t->entries[i].next_in_bucket = i + 1 < t->capacity ? i + 1 : -1;
-    t->free_head = t->capacity > 0 ? 0 : -1;
+    memset(t->entries, 0, (size_t)t->fresh_next * sizeof *t->entries);
+    t->free_head = -1;
+    t->fresh_next = 0;
     t->next_seq = 0;
 }
 
@@ -1426,17 +1421,17 @@ NO_COVERAGE static void check_pristine(const sb_router *r, int workers, int clie
     CHECK(sb_router_init(&fresh, workers, clients) == STDIO_BUS_OK);
     const sb_sessions *s = &r->sessions, *fs = &fresh.sessions;
     CHECK(s->count == fs->count && s->capacity == fs->capacity && s->free_head == fs->free_head &&
-          s->bucket_mask == fs->bucket_mask && s->worker_slots == fs->worker_slots &&
-          s->client_slots == fs->client_slots);
+          s->fresh_next == fs->fresh_next && s->bucket_mask == fs->bucket_mask &&
+          s->worker_slots == fs->worker_slots && s->client_slots == fs->client_slots);
     CHECK(same_bytes(s->entries, fs->entries, (size_t)s->capacity * sizeof *s->entries));
     CHECK(same_bytes(s->buckets, fs->buckets, ((size_t)s->bucket_mask + 1) * sizeof *s->buckets));
     const sb_pending *p[2] = {&r->requests, &r->upstream},
                      *fp[2] = {&fresh.requests, &fresh.upstream};
     for (int i = 0; i < 2; i++) {
         CHECK(p[i]->count == fp[i]->count && p[i]->capacity == fp[i]->capacity &&
-              p[i]->free_head == fp[i]->free_head && p[i]->next_seq == fp[i]->next_seq &&
-              p[i]->bucket_mask == fp[i]->bucket_mask && p[i]->recv_slots == fp[i]->recv_slots &&
-              p[i]->send_slots == fp[i]->send_slots);
+              p[i]->free_head == fp[i]->free_head && p[i]->fresh_next == fp[i]->fresh_next &&
+              p[i]->next_seq == fp[i]->next_seq && p[i]->bucket_mask == fp[i]->bucket_mask &&
+              p[i]->recv_slots == fp[i]->recv_slots && p[i]->send_slots == fp[i]->send_slots);
         CHECK(same_bytes(p[i]->entries, fp[i]->entries,
                          (size_t)p[i]->capacity * sizeof *p[i]->entries));
     }
@@ -1458,7 +1453,7 @@ static void router_restore(void) {
     check_tables();
     for (int w = 0; w < W.workers; w++)
         CHECK(!W.router.running[w]);
-    restore_sessions(&W.router.sessions, W.sessions.adds);
+    restore_sessions(&W.router.sessions);
     restore_pending(&W.router.requests);
     restore_pending(&W.router.upstream);
     W.router.rr_next = 0;

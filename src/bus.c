@@ -46,11 +46,11 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     }
     if (opt->mode == SB_MODE_STDIO) /* SB-I-51: the one client has no one to share with */
         d->router.client_share = STDIO_BUS_MAX_PENDING_REQUESTS;
-    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-        d->clients[i].in_fd = d->clients[i].out_fd = -1;
-        d->free_clients[i] = STDIO_BUS_MAX_CONNECTIONS - 1 - i; /* hand out slot 0 first */
-    }
-    d->free_count = STDIO_BUS_MAX_CONNECTIONS;
+    /* Client slots are handed out from clients_fresh up (slot 0 first), so
+     * the table's pages are touched only as far as connections reach (RSS
+     * at start, issue 26); a never-used slot is all zero: SB_PEER_FREE. */
+    d->clients_fresh = 0;
+    d->free_count = 0;
     int id = 0;
     for (int p = 0; p < cfg->pool_count; p++) /* SB-I-13: ids in config order */
         for (int k = 0; k < slots_of(&cfg->pools[p]); k++, id++)

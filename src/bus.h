@@ -55,9 +55,10 @@ typedef struct sb_bus {
     int worker_count;
     int live_workers; /* processes not yet reaped */
 
-    sb_peer *clients; /* STDIO_BUS_MAX_CONNECTIONS slots */
-    int *free_clients;
+    sb_peer *clients;  /* STDIO_BUS_MAX_CONNECTIONS slots */
+    int *free_clients; /* slots returned, reused last-in first-out */
     int free_count;
+    int clients_fresh; /* slots from here up were never used */
     int client_count;
 
     sb_round round;      /* the per-round lists (round.h) */

@@ -18,9 +18,13 @@ static void on_client_event(sb_loop *l, void *data, int fd, short revents);
 /* ---- clients -------------------------------------------------------- */
 
 sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
-    if (d->free_count == 0)
+    int slot;
+    if (d->free_count > 0) /* the last returned slot first, then never-used ones */
+        slot = d->free_clients[--d->free_count];
+    else if (d->clients_fresh < STDIO_BUS_MAX_CONNECTIONS)
+        slot = d->clients_fresh++;
+    else
         return NULL;
-    int slot = d->free_clients[--d->free_count];
     sb_peer *c = &d->clients[slot];
     memset(c, 0, sizeof *c);
     c->kind = SB_PEER_CLIENT;

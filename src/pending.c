@@ -31,9 +31,11 @@ int sb_pending_init(sb_pending *t, int capacity, int receivers, int senders) {
         t->recv_head[i] = NIL;
     for (int i = 0; i < senders; i++)
         t->send_head[i] = NIL;
-    for (int i = 0; i < capacity; i++)
-        t->entries[i].next_in_bucket = i + 1 < capacity ? i + 1 : NIL;
-    t->free_head = capacity > 0 ? 0 : NIL;
+    /* Entries are handed out from fresh_next up, so the pages of a table
+     * sized for the hard limit are touched only as far as traffic reaches
+     * (RSS at start, issue 26); the free list holds returned entries only. */
+    t->free_head = NIL;
+    t->fresh_next = 0;
     return STDIO_BUS_OK;
 }
 
@@ -72,7 +74,7 @@ static inline int find_value(const sb_pending *t, int receiver, sb_idkey id, uin
         const sb_request *r = &t->entries[i];
         if (r->hash != h || r->receiver != receiver)
             continue;
-        if (r->id_len == id.len && memcmp(r->id, id.raw, id.len) == 0)
+        if (r->id_len == id.len && sb_bytes_equal(r->id, id.raw, id.len))
             return 1;
         sb_idkey held = {r->id, r->id_len, r->id_plain, 0};
         if (same_value(held, id))
@@ -90,11 +92,16 @@ static int insert(sb_pending *t, int receiver, int sender, sb_idkey id, uint32_t
     if (id.len == 0 || id.len > sizeof t->entries[0].id ||
         session_len > sizeof t->entries[0].session)
         return STDIO_BUS_EINVAL;
-    if (t->free_head == NIL)
+    int32_t index;
+    if (t->free_head != NIL) {
+        index = t->free_head;
+        t->free_head = t->entries[index].next_in_bucket;
+    } else if (t->fresh_next < t->capacity) {
+        index = t->fresh_next++;
+    } else {
         return STDIO_BUS_EFULL;
-    int32_t index = t->free_head;
+    }
     sb_request *r = &t->entries[index];
-    t->free_head = r->next_in_bucket;
 
     r->hash = h;
     r->receiver = receiver;
@@ -145,7 +152,7 @@ int sb_pending_add_unique(sb_pending *t, int receiver, int sender, sb_idkey id, 
 static int matches(const sb_request *r, uint32_t hash, int receiver, const char *id,
                    size_t id_len) {
     return r->hash == hash && r->receiver == receiver && r->id_len == id_len &&
-           memcmp(r->id, id, id_len) == 0;
+           sb_bytes_equal(r->id, id, id_len);
 }
 
 static void unlink_sender(sb_pending *t, int32_t index) {
@@ -198,7 +205,7 @@ int sb_pending_take(sb_pending *t, int receiver, sb_idkey id, const char *sessio
          * left by departed clients keep their place in that order. */
         int rank;
         if (session_len && r->session_len == session_len &&
-            memcmp(r->session, session, session_len) == 0)
+            sb_bytes_equal(r->session, session, session_len))
             rank = 0;
         else if (r->session_len == 0)
             rank = 1;

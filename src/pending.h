@@ -6,7 +6,8 @@
  * (receiver = worker, sender = client) and server-to-client requests
  * (receiver = client, sender = worker; SB-I-14).
  *
- * Fixed capacity, allocated once; O(1) lookups. The router never records
+ * Fixed capacity, allocated once (its pages touched only as entries are
+ * first used); O(1) lookups. The router never records
  * two client requests with the same id value on one worker (SB-I-45), but
  * the table allows it (worker requests to one client may share an id): a
  * response then takes the oldest entry recorded with its own sessionId,
@@ -44,7 +45,8 @@ typedef struct {
     sb_request *entries;
     int32_t *buckets;
     uint32_t bucket_mask;
-    int32_t free_head;
+    int32_t free_head;  /* returned entries, chained through next_in_bucket */
+    int32_t fresh_next; /* entries from here up were never used */
     int count;
     int capacity;
     uint64_t next_seq;

@@ -28,9 +28,10 @@ int sb_sessions_init(sb_sessions *t, int capacity, int workers, int clients) {
         t->worker_head[i] = NIL;
     for (int i = 0; i < clients; i++)
         t->client_head[i] = NIL;
-    for (int i = 0; i < capacity; i++)
-        t->entries[i].next_in_bucket = i + 1 < capacity ? i + 1 : NIL;
-    t->free_head = capacity > 0 ? 0 : NIL;
+    /* As in pending.c: entries are handed out from fresh_next up, so pages
+     * are touched only as far as sessions reach (RSS at start, issue 26). */
+    t->free_head = NIL;
+    t->fresh_next = 0;
     return STDIO_BUS_OK;
 }
 
@@ -46,7 +47,7 @@ sb_session *sb_sessions_find(sb_sessions *t, const char *key, size_t len) {
     uint32_t h = sb_hash_bytes(0, key, len);
     for (int32_t i = t->buckets[h & t->bucket_mask]; i != NIL; i = t->entries[i].next_in_bucket) {
         sb_session *s = &t->entries[i];
-        if (s->hash == h && s->key_len == len && memcmp(s->key, key, len) == 0)
+        if (s->hash == h && s->key_len == len && sb_bytes_equal(s->key, key, len))
             return s;
     }
     return NULL;
@@ -70,11 +71,18 @@ static void list_push(sb_session *entries, int32_t *head, int32_t index, int by_
 }
 
 sb_session *sb_sessions_add(sb_sessions *t, const char *key, size_t len, int worker, int client) {
-    if (t->free_head == NIL || len == 0 || len > sizeof t->entries[0].key)
+    if (len == 0 || len > sizeof t->entries[0].key)
         return NULL;
-    int32_t index = t->free_head;
+    int32_t index;
+    if (t->free_head != NIL) {
+        index = t->free_head;
+        t->free_head = t->entries[index].next_in_bucket;
+    } else if (t->fresh_next < t->capacity) {
+        index = t->fresh_next++;
+    } else {
+        return NULL;
+    }
     sb_session *s = &t->entries[index];
-    t->free_head = s->next_in_bucket;
 
     s->hash = sb_hash_bytes(0, key, len);
     s->key_len = (uint16_t)len;

@@ -1,6 +1,7 @@
 /* The Session table (spec 3.4, 6.1): sessionId -> (worker, owning client).
  *
- * Fixed capacity (STDIO_BUS_MAX_SESSIONS), allocated once; lookups are O(1)
+ * Fixed capacity (STDIO_BUS_MAX_SESSIONS), allocated once (its pages touched
+ * only as entries are first used); lookups are O(1)
  * through a hash of the raw sessionId token; every entry is also linked into
  * its worker's and its client's list, so invalidating all sessions of a
  * worker (SB-3.4-4) or of a client (SB-3.4-5) costs only their own count. */
@@ -27,7 +28,8 @@ typedef struct {
     sb_session *entries;
     int32_t *buckets;
     uint32_t bucket_mask;
-    int32_t free_head; /* free entries chained through next_in_bucket */
+    int32_t free_head;  /* returned entries, chained through next_in_bucket */
+    int32_t fresh_next; /* entries from here up were never used */
     int count;
     int capacity;
     int32_t *worker_head;
