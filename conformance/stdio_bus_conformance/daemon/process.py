@@ -44,6 +44,7 @@ STDOUT_KEEP = 1 << 20     # bytes of daemon stdout kept in socket modes (the fir
 PROBE_KEEP = 1 << 20     # bytes read from a readiness probe before the harness stops waiting for its close
 SETTLE = 2.0              # s to wait for the exit status of a daemon seen dying
 LATE_LINE = 0.25          # s a log wait ended by evidence still waits: a line written before it may be in the pipe
+STDERR_AFTER_EXIT = 5.0   # s an exited daemon's stderr may stay open (held by a process it left)
 _LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
 
 
@@ -524,9 +525,18 @@ class Daemon:
             except NeverComes as exc:
                 if not self._exited.wait(LATE_LINE):
                     raise NeverComes(f"the daemon will not exit: {exc}") from None
+        self._await_stderr_end()
         if self.crash:
             raise DaemonCrashed(f"the daemon died of {self.crash}{self._stderr_tail()}", self.crash)
         return self.returncode
+
+    def _await_stderr_end(self) -> None:
+        """After the exit, what the daemon wrote to stderr is read before a test
+        looks at it: its stderr ends with it (the event), unless a process it
+        left holds the pipe, then STDERR_AFTER_EXIT at most. Under load the
+        reader got a dead daemon's last lines seconds after its exit."""
+        with self._cond:
+            self._cond.wait_for(self._stderr_over, timeout=STDERR_AFTER_EXIT)
 
     def stop(self, grace: float | None = None) -> dict:
         """Teardown: SIGTERM, wait up to `grace` (default: the profile's
