@@ -17,33 +17,6 @@ static void on_worker_event(sb_loop *l, void *data, int fd, short revents);
 
 static void on_worker_stderr(sb_loop *l, void *data, int fd, short revents);
 
-/* Appendix B, the one place a worker's state changes:
- *   STOPPED -> STARTING        spawn (fork/exec in progress)
- *   STARTING -> RUNNING        exec succeeded
- *   STARTING -> STOPPED        no process could be started
- *   RUNNING -> STOPPING        failed (5.3), its client left (SB-X-16), shutdown (10.2)
- *   RUNNING, STOPPING -> STOPPED   exited and reaped (7.1.2) */
-/* What the relay needs of a worker's state and muting: whether its lines
- * are read and routed. */
-static void set_routable(sb_worker *w) {
-    w->peer.routable =
-        !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
-}
-
-static void enter(sb_worker *w, sb_worker_state to) {
-    static const unsigned char allowed[] = {
-        [SB_WORKER_STARTING] = 1u << SB_WORKER_RUNNING | 1u << SB_WORKER_STOPPED,
-        [SB_WORKER_RUNNING] = 1u << SB_WORKER_STOPPING | 1u << SB_WORKER_STOPPED,
-        [SB_WORKER_STOPPING] = 1u << SB_WORKER_STOPPED,
-        [SB_WORKER_STOPPED] = 1u << SB_WORKER_STARTING,
-    };
-    if (!(allowed[w->state] & 1u << to))
-        sb_error(w->peer.name, "state %s -> %s is not a transition of Appendix B",
-                 sb_worker_state_name(w->state), sb_worker_state_name(to));
-    w->state = to;
-    set_routable(w);
-}
-
 /* Sets one of the worker's deadlines (its timer, where it is stored);
  * 0 = none. A timer that fires is due: it is disarmed when what it waits
  * for is over. */
@@ -141,12 +114,12 @@ static void recycled(sb_bus *d, sb_worker *w) {
 int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
     schedule(d, w, SB_TIMER_RESTART, 0);
     recycled(d, w);
-    enter(w, SB_WORKER_STARTING);
+    sb_worker_enter(w, SB_WORKER_STARTING);
     if (sb_worker_start(w) < 0) {
-        enter(w, SB_WORKER_STOPPED);
+        sb_worker_enter(w, SB_WORKER_STOPPED);
         return STDIO_BUS_ERR;
     }
-    enter(w, SB_WORKER_RUNNING);
+    sb_worker_enter(w, SB_WORKER_RUNNING);
     d->live_workers++;
     w->peer.on_event = on_worker_event;
     if (sb_loop_add(&d->loop, w->peer.in_fd, POLLIN, on_worker_event, w) < 0 ||
@@ -182,8 +155,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
         return;
     if (w->state == SB_WORKER_STOPPING) { /* already failed once; maybe now mute it */
         if (output == SB_MUTE_OUTPUT) {
-            w->muted = true;
-            set_routable(w);
+            sb_worker_mute(w);
             sb_watch_update(d, &w->peer);
         }
         return;
@@ -200,7 +172,7 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     invalidate_sessions(d, w);
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
-    enter(w, SB_WORKER_STOPPING);
+    sb_worker_enter(w, SB_WORKER_STOPPING);
     schedule(d, w, SB_TIMER_KILL, sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
     if (w->peer.out_fd >= 0)
@@ -335,7 +307,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
         sb_log(level, w->peer.name, "exited with status %d", WEXITSTATUS(status));
 
     /* SB-7.1.2-1..4, each step logged. */
-    enter(w, SB_WORKER_STOPPED);
+    sb_worker_enter(w, SB_WORKER_STOPPED);
     sb_router_set_running(&d->router, w->id, false);
     sb_info(w->peer.name, "state STOPPED");
     sb_supervise_close_fds(d, w);
@@ -461,7 +433,7 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w) {
         w->recycling = true;
         d->router.recycling++;
     }
-    enter(w, SB_WORKER_STOPPING);
+    sb_worker_enter(w, SB_WORKER_STOPPING);
     sb_router_set_running(&d->router, w->id, false); /* no one new is bound to it */
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
@@ -521,7 +493,7 @@ void sb_supervise_stop_all(sb_bus *d) {
         if (w->pid <= 0)
             continue;
         if (w->state == SB_WORKER_RUNNING)
-            enter(w, SB_WORKER_STOPPING);
+            sb_worker_enter(w, SB_WORKER_STOPPING);
         sb_router_set_running(&d->router, w->id, false);
         if (w->peer.out_fd >= 0)
             sb_relay_close_stdin(

@@ -17,6 +17,38 @@ const char *sb_worker_state_name(sb_worker_state s) {
     return names[s];
 }
 
+/* What the relay needs of a worker's state and muting: whether its lines
+ * are read and routed. */
+static void set_routable(sb_worker *w) {
+    w->peer.routable =
+        !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
+}
+
+/* Appendix B:
+ *   STOPPED -> STARTING        spawn (fork/exec in progress)
+ *   STARTING -> RUNNING        exec succeeded
+ *   STARTING -> STOPPED        no process could be started
+ *   RUNNING -> STOPPING        failed (5.3), its client left (SB-X-16), shutdown (10.2)
+ *   RUNNING, STOPPING -> STOPPED   exited and reaped (7.1.2) */
+void sb_worker_enter(sb_worker *w, sb_worker_state to) {
+    static const unsigned char allowed[] = {
+        [SB_WORKER_STARTING] = 1u << SB_WORKER_RUNNING | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_RUNNING] = 1u << SB_WORKER_STOPPING | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_STOPPING] = 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_STOPPED] = 1u << SB_WORKER_STARTING,
+    };
+    if (!(allowed[w->state] & 1u << to))
+        sb_error(w->peer.name, "state %s -> %s is not a transition of Appendix B",
+                 sb_worker_state_name(w->state), sb_worker_state_name(to));
+    w->state = to;
+    set_routable(w);
+}
+
+void sb_worker_mute(sb_worker *w) {
+    w->muted = true;
+    set_routable(w);
+}
+
 void sb_worker_name(sb_worker *w) {
     if (w->pid > 0)
         snprintf(w->peer.name, sizeof w->peer.name, "worker %d pool=%.20s pid=%d", w->id,

@@ -54,6 +54,14 @@ typedef struct {
 
 const char *sb_worker_state_name(sb_worker_state s);
 
+/* The one place a worker's state changes (Appendix B; its table of
+ * transitions is in worker.c); it keeps peer.routable in step. Supervision
+ * (supervise.c) decides when. */
+void sb_worker_enter(sb_worker *w, sb_worker_state to);
+
+/* A failed worker's further output is not routed (5.3). */
+void sb_worker_mute(sb_worker *w);
+
 /* Prepares a slot; allocates its stderr buffer and restart history.
  * Returns 0 or STDIO_BUS_ERR. */
 int sb_worker_init(sb_worker *w, int id, const sb_pool_config *pool, const sb_limits *limits);
