@@ -692,6 +692,7 @@ class Daemon:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         mark = since
         ended = None  # the NeverComes the bound raised: then only LATE_LINE more
+        exited_at = None
         with self._cond:
             while True:
                 lines, mark = self._lines_since(mark)
@@ -699,11 +700,16 @@ class Daemon:
                     value = predicate(line)
                     if value:
                         return value
-                if self._exited.is_set():
+                # an exit is judged once its stderr is read to the end: the
+                # line may be written just before the exit and read just after
+                # (STDERR_AFTER_EXIT at most, if a process it left holds the pipe)
+                if self._exited.is_set() and exited_at is None:
+                    exited_at = time.monotonic()
+                if exited_at is not None and (self._stderr_over() or
+                                              time.monotonic() - exited_at >= STDERR_AFTER_EXIT):
                     self.check("while the harness waited for a stderr line")  # _cond is reentrant
-                    if self._stderr_over():
-                        raise NeverComes(f"no daemon stderr line {what}; the daemon "
-                                         f"{describe_status(self.returncode)}")
+                    raise NeverComes(f"no daemon stderr line {what}; the daemon "
+                                     f"{describe_status(self.returncode)}")
                 if ended is None:
                     try:
                         evidence.run(bound)
