@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -381,4 +382,70 @@ Test(clients, failed_write_to_a_worker_loses_its_stdin) {
     cr_assert_not(d.router.running[0]);
     cr_assert_eq(d.round.stdin_lost.count, 1);
     cr_assert_eq(d.round.stdin_lost.at[0], wp);
+}
+
+/* 6.1.2: a worker's answer goes to the client that sent the request, and
+ * to no other. */
+Test(clients, worker_answer_reaches_its_client_only) {
+    int far_a, far_b;
+    sb_peer *a = connect_client(&far_a);
+    connect_client(&far_b);
+    say(far_a, REQUEST_1);
+    sb_relay_read(&d, a);
+    sb_relay_flush(&d);
+    cr_assert_str_eq(received(worker_stdin), REQUEST_1);
+    say(worker_stdout, ANSWER_1);
+    sb_relay_verdict v = sb_relay_read(&d, &d.workers[0].peer);
+    cr_assert_eq(v.event, SB_RELAY_OK);
+    sb_relay_flush(&d);
+    cr_assert_str_eq(received(far_a), ANSWER_1);
+    cr_assert_str_eq(received(far_b), "");
+    close(far_a);
+    close(far_b);
+}
+
+/* SB-7.3.1: what a client does not take yet stays queued, in order, with
+ * POLLOUT watched, and the one writable path writes the rest later. */
+Test(clients, output_a_client_does_not_take_yet_stays_queued_and_watched) {
+    int far;
+    sb_peer *c = connect_client(&far);
+    int small = 4096;
+    cr_assert_eq(setsockopt(c->out_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    cr_assert_eq(setsockopt(far, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+    say(far, REQUEST_1);
+    sb_relay_read(&d, c);
+    sb_relay_flush(&d);
+    cr_assert_str_eq(received(worker_stdin), REQUEST_1);
+
+    static char answer[512 * 1024]; /* more than the socketpair holds */
+    int head = snprintf(answer, sizeof answer, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"");
+    memset(answer + head, 'x', sizeof answer - (size_t)head - 3);
+    memcpy(answer + sizeof answer - 3, "\"}\n", 3);
+    sb_peer *wp = &d.workers[0].peer;
+    size_t sent = 0;
+    while (sent < sizeof answer) { /* 16 KiB at a time: the pipe never fills */
+        size_t chunk = sizeof answer - sent < 16384 ? sizeof answer - sent : 16384;
+        cr_assert_eq(write(worker_stdout, answer + sent, chunk), (ssize_t)chunk);
+        sent += chunk;
+        struct pollfd pfd = {.fd = wp->in_fd, .events = POLLIN};
+        while (poll(&pfd, 1, 0) == 1)
+            cr_assert_eq(sb_relay_read(&d, wp).event, SB_RELAY_OK);
+    }
+    sb_relay_flush(&d);
+    cr_assert_gt(sb_outq_len(&c->out), 0, "the socket took part of it");
+    cr_assert(sb_loop_get(&d.loop, c->out_fd) & POLLOUT);
+
+    static char got[sizeof answer];
+    size_t have = 0;
+    for (int i = 0; i < 100000 && have < sizeof answer; i++) {
+        ssize_t n = read(far, got + have, sizeof got - have);
+        if (n > 0)
+            have += (size_t)n;
+        cr_assert(sb_relay_write(&d, c));
+    }
+    cr_assert_eq(have, sizeof answer);
+    cr_assert(memcmp(got, answer, sizeof answer) == 0, "the bytes as the worker wrote them");
+    cr_assert_eq(sb_outq_len(&c->out), 0);
+    cr_assert_not(sb_loop_get(&d.loop, c->out_fd) & POLLOUT, "nothing left to write");
+    close(far);
 }
