@@ -26,13 +26,14 @@ from pathlib import Path
 
 import pytest
 
+import worker_suite
+from worker_suite import MCP_VERSION, by_outcome
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-RUN_PY = ROOT / "conformance" / "run.py"
 BIN = HERE / "node_modules" / ".bin"
 SERVERS = ("everything", "memory", "filesystem")
 BINARIES = ("mcp-server-everything", "mcp-server-memory", "mcp-server-filesystem")
-MCP_VERSION = "2025-11-25"
 
 # seed 002's flows, judged on server-everything (its description names the tools)
 FULL_DUPLEX = {
@@ -63,24 +64,14 @@ def servers_installed():
 
 def run_server(server: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict, Path]:
     """run.py --worker on one server, against its baseline; (process, results.json, report dir)."""
-    report = tmp_path / "report"
-    cmd = [sys.executable, str(RUN_PY), "--worker-description", str(HERE / f"{server}.toml"),
-           "--mcp-version", MCP_VERSION, "--baseline", str(HERE / "baselines" / f"{server}.json"),
-           "--report-dir", str(report), "-j", "2", "--seed", "15", "-q"]
+    extra = []
     if server == "memory":  # its knowledge graph in a scratch file (the suite calls read-only tools only)
-        cmd += ["--worker-env", f"MEMORY_FILE_PATH={tmp_path / 'memory.jsonl'}"]
+        extra += ["--worker-env", f"MEMORY_FILE_PATH={tmp_path / 'memory.jsonl'}"]
     if server == "filesystem":  # the one directory it may serve
         (tmp_path / "root").mkdir()
         (tmp_path / "root" / "hello.txt").write_text("hello\n")
-        cmd += ["--worker", shlex.join([str(BIN / "mcp-server-filesystem"), str(tmp_path / "root")])]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    results = report / "results.json"
-    assert results.exists(), f"no results.json\n{p.stdout[-4000:]}\n{p.stderr[-2000:]}"
-    return p, json.loads(results.read_text()), report
-
-
-def by_outcome(results: dict, outcome: str) -> dict:
-    return {t["nodeid"]: t["message"] for t in results["tests"] if t["outcome"] == outcome}
+        extra += ["--worker", shlex.join([str(BIN / "mcp-server-filesystem"), str(tmp_path / "root")])]
+    return worker_suite.run_server(HERE, server, tmp_path, extra)
 
 
 @pytest.mark.parametrize("server", SERVERS)

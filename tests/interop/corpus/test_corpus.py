@@ -24,10 +24,12 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/interop: worker_suite
+import worker_suite  # noqa: E402
+from worker_suite import MCP_VERSION, by_outcome  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-RUN_PY = ROOT / "conformance" / "run.py"
-MCP_VERSION = "2025-11-25"
 # server -> what must be installed for it
 SERVERS = {
     "sequential-thinking": "node_modules/.bin/mcp-server-sequential-thinking",
@@ -51,18 +53,7 @@ def run_server(server: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess
     """run.py --worker on one server, against its baseline, in an empty
     scratch directory (leanspec-mcp serves the specs of its working
     directory); (process, results.json, report dir)."""
-    report = tmp_path / "report"
-    cmd = [sys.executable, str(RUN_PY), "--worker-description", str(HERE / f"{server}.toml"),
-           "--mcp-version", MCP_VERSION, "--baseline", str(HERE / "baselines" / f"{server}.json"),
-           "--report-dir", str(report), "-j", "2", "--seed", "15", "-q"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    results = report / "results.json"
-    assert results.exists(), f"no results.json\n{p.stdout[-4000:]}\n{p.stderr[-2000:]}"
-    return p, json.loads(results.read_text()), report
-
-
-def by_outcome(results: dict, outcome: str) -> dict:
-    return {t["nodeid"]: t["message"] for t in results["tests"] if t["outcome"] == outcome}
+    return worker_suite.run_server(HERE, server, tmp_path)
 
 
 @pytest.mark.parametrize("server", sorted(SERVERS))
