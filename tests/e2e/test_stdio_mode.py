@@ -13,9 +13,13 @@ def mock_pool(mock_bin, log, instances, pool_id="echo", extra=()):
 
 
 def read_worker_log(path):
-    """Mock log records: (ns, pid, worker, dir, raw line bytes)."""
+    """Mock log records: (ns, pid, worker, dir, raw line bytes).
+
+    Workers append while we read, and a reader can catch a record half
+    copied: only the records up to the last newline are whole."""
     records = []
-    for raw in path.read_bytes().split(b"\n"):
+    data = path.read_bytes()
+    for raw in data[:data.rfind(b"\n") + 1].split(b"\n"):
         if not raw:
             continue
         ns, pid, worker, direction, line = raw.split(b" ", 4)
