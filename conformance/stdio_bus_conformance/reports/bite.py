@@ -31,6 +31,8 @@ A clause's bite status:
   (via)       a [[via]] clause takes the weakest status of the clauses it
               is restated as (proven only when every one of them is);
   missing     not in the map at all: the bite gate fails on it.
+When the results are of the whole map (verify_bites.py without --fast or
+--only), the gate also fails on every clause left unverified.
 
 Standard library only; plain data in, plain data out.
 """
@@ -44,6 +46,7 @@ from pathlib import Path
 
 KINDS = ("mutant", "fbus", "fake-daemon", "mock-worker", "fake-mcp-worker", "acp-agent")
 MISSING_WHY = "not in the bite map (no break recorded, no no-bite reason)"
+UNBITTEN_WHY = "in the bite map, but its breaks did not bite it when the whole map was verified"
 STATUSES = ("proven", "partial", "unverified", "no-bite", "missing")
 WEAKEST_FIRST = ("missing", "no-bite", "unverified", "partial", "proven")
 
@@ -237,9 +240,10 @@ def attach(coverage, map_path, results_path) -> None:
     except BiteMapError as exc:
         bmap, problem = None, str(exc)
     verification = load_verification(results_path)
-    when = None
+    when, subset = None, None
     try:
-        when = json.loads(Path(results_path).read_text(encoding="utf-8")).get("when")
+        raw = json.loads(Path(results_path).read_text(encoding="utf-8"))
+        when, subset = raw.get("when"), raw.get("subset")
     except (OSError, ValueError):
         pass
     bites = compute([c.id for c in mandatory], bmap, verification)
@@ -251,9 +255,11 @@ def attach(coverage, map_path, results_path) -> None:
     if coverage.complete and coverage.gated:
         if problem:
             coverage.gate_failures.append({"id": "bite map", "level": "MUST", "why": f"{MISSING_WHY}: {problem}"})
-        coverage.gate_failures += [{"id": c.id, "level": c.level,
-                                    "why": MISSING_WHY}
+        coverage.gate_failures += [{"id": c.id, "level": c.level, "why": MISSING_WHY}
                                    for c in mandatory if c.bite == "missing"]
+        if subset == "all":  # the whole map was verified: a recorded break must have bitten
+            coverage.gate_failures += [{"id": c.id, "level": c.level, "why": UNBITTEN_WHY}
+                                       for c in mandatory if c.bite == "unverified"]
 
 
 def json_lines(data: dict, gate: bool) -> list[str]:
@@ -269,6 +275,10 @@ def json_lines(data: dict, gate: bool) -> list[str]:
 
 
 def split_gate(failures: list) -> tuple[list, list]:
-    """The coverage gate's failures: (without a test, not in the bite map)."""
-    unbitten = [g for g in failures if g["why"].startswith(MISSING_WHY)]
+    """The coverage gate's failures: (without a test, not proven to bite)."""
+    unbitten = [g for g in failures if is_bite_failure(g)]
     return [g for g in failures if g not in unbitten], unbitten
+
+
+def is_bite_failure(gate_failure: dict) -> bool:
+    return gate_failure.get("why", "").startswith((MISSING_WHY, UNBITTEN_WHY))

@@ -172,7 +172,7 @@ def _coverage(s: RunSummary) -> list[str]:
             out += ["", f"**Coverage gate failed**: {len(untested)} MUST clause(s) without a test:"]
             out += [f"- {g['id']} ({g['level']}): {g['why']}" for g in untested]
         if unbitten:
-            out += ["", f"**Bite gate failed**: {len(unbitten)} MUST clause(s) not in the bite map:"]
+            out += ["", f"**Bite gate failed**: {len(unbitten)} MUST clause(s) not proven to bite:"]
             out += [f"- {g['id']} ({g['level']}): {g['why']}" for g in unbitten]
     return out + [""]
 

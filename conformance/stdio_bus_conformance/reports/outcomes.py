@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .bite import is_bite_failure
+
 OUTCOMES = ("pass", "fail", "warn", "xfail", "blocked", "unsupported", "skipped", "harness-error", "unfinished")
 RAN = ("pass", "fail", "warn", "xfail", "harness-error")
 JUDGED = RAN + ("blocked",)   # selected and given a verdict (counts for --min-tests)
@@ -179,11 +181,11 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
     if min_tests and ran < min_tests:
         reasons_2.append(f"only {ran} test(s) ran, --min-tests is {min_tests}")
     if gate_failures:
-        unbitten = [g for g in gate_failures if g.get("why", "").startswith("not in the bite map")]
+        unbitten = [g for g in gate_failures if is_bite_failure(g)]
         if len(unbitten) < len(gate_failures):
             reasons_2.append(f"coverage gate: {len(gate_failures) - len(unbitten)} MUST clause(s) without a test")
         if unbitten:
-            reasons_2.append(f"bite gate: {len(unbitten)} MUST clause(s) not in the bite map")
+            reasons_2.append(f"bite gate: {len(unbitten)} MUST clause(s) not proven to bite")
     if broken:
         reasons_1.append("preflight: " + ", ".join(f"{b['item']} broken ({b['clause']})" for b in broken))
     if blocked:
