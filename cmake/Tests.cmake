@@ -1,6 +1,15 @@
 # Test registration: unit tests (criterion), fuzz corpus replays, the e2e
 # pytest suite and the conformance suite, each under its own ctest label.
 
+# Lanes for the heavy tests, the ones that start daemons, suites or builds and
+# mostly wait on them (the suite against our daemon uses a fifth of two cores):
+# each holds the lock of lane a or lane b, so two run at once at most, beside
+# the light unlocked tests. Their times are balanced across the two lanes
+# (ci/test-all.sh); a test that measures times holds both and runs alone.
+set(SB_LANE_A sb_lane_a)
+set(SB_LANE_B sb_lane_b)
+set(SB_LANE_ALONE "sb_lane_a;sb_lane_b")
+
 find_program(SB_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
 if(NOT SB_PYTHON)
   find_program(SB_PYTHON python3)
@@ -71,11 +80,11 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/package)
   add_test(NAME package.deb COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/package/test_deb.py --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(package.deb PROPERTIES LABELS package TIMEOUT 900
-                       RESOURCE_LOCK sb_conformance)
+                       RESOURCE_LOCK ${SB_LANE_B})
   add_test(NAME package.pip COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/package/test_pip.py --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(package.pip PROPERTIES LABELS package TIMEOUT 600
-                       RESOURCE_LOCK sb_conformance)
+                       RESOURCE_LOCK ${SB_LANE_B})
 endif()
 
 # ci/github-actions-example.yml, its run steps executed against a stand-in daemon.
@@ -83,7 +92,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/ci_example)
   add_test(NAME ci-example COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/ci_example --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(ci-example PROPERTIES LABELS ci-example TIMEOUT 1200
-                       RESOURCE_LOCK sb_conformance)
+                       RESOURCE_LOCK ${SB_LANE_B})
 endif()
 
 # The worker-side suite on real MCP servers from npm (tests/interop, pinned by
@@ -93,7 +102,7 @@ endif()
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/test_interop.py)
   add_test(NAME interop COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            --ignore=${PROJECT_SOURCE_DIR}/tests/interop/acp ${PROJECT_SOURCE_DIR}/tests/interop)
-  set_tests_properties(interop PROPERTIES LABELS interop TIMEOUT 900 RESOURCE_LOCK sb_conformance
+  set_tests_properties(interop PROPERTIES LABELS interop TIMEOUT 900 RESOURCE_LOCK ${SB_LANE_B}
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
 endif()
 
@@ -124,12 +133,12 @@ endif()
 # both ends (tests/interop/acp, its own package-lock.json), in stdio, unix and
 # TCP modes, compared with the client spawning the agent, with closing
 # mid-turn, reconnect and churn (issue 23 items 1 and 2, SB-X-19..SB-X-21).
-# The lock: its closing-mid-turn times and churn holds are measured, so it
+# Both lanes: its closing-mid-turn times and churn holds are measured, so it
 # runs beside nothing heavier than the unlocked tests (ci/test-all.sh, -j).
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/acp/test_acp_bus.py)
   add_test(NAME interop.acp COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
            ${PROJECT_SOURCE_DIR}/tests/interop/acp)
-  set_tests_properties(interop.acp PROPERTIES LABELS interop TIMEOUT 2400 RESOURCE_LOCK sb_conformance
+  set_tests_properties(interop.acp PROPERTIES LABELS interop TIMEOUT 2400 RESOURCE_LOCK "${SB_LANE_ALONE}"
                        ENVIRONMENT STDIO_BUS=$<TARGET_FILE:stdio_bus>
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
 endif()
