@@ -115,17 +115,24 @@ class Daemon:
     """build/stdio_bus started with a config, in a mode, by the harness's launcher."""
 
     def __init__(self, binary, config_path, tmp_path, mode="stdio", args=(), wrap=(),
-                 nofile=None, stderr_pipe=False):
+                 nofile=None, stderr_pipe=False, stderr_file=False):
         """wrap: a command to run the daemon under (outside SB_DAEMON_WRAPPER),
         e.g. strace. nofile: (soft, hard) RLIMIT_NOFILE to start it with.
         stderr_pipe: stderr goes to a pipe that nobody reads until the test
-        does (read_stderr_pipe); stderr() and wait_stderr() do not work then."""
+        does (read_stderr_pipe); stderr() and wait_stderr() do not work then.
+        stderr_file: stderr goes to a regular file, which always takes what
+        is written: for a test that floods the log and waits for one line of
+        it (on a pipe, a reader slowed by load lets the daemon drop lines)."""
         self.mode = mode
         prefix = list(wrap) + WRAPPER
         if nofile:
             prefix = ["prlimit", f"--nofile={nofile[0]}:{nofile[1]}", "--"] + prefix
         self._err_fd = None
-        if stderr_pipe:
+        self._err_file = None
+        if stderr_file:
+            self._err_file = Path(tmp_path) / f"daemon-{time.monotonic_ns()}.stderr.log"
+            prefix = ["sh", "-c", 'exec "$@" 2>"$0"', str(self._err_file)] + prefix
+        elif stderr_pipe:
             # a FIFO the test opens first (without blocking), so the daemon's
             # stderr is a pipe only the test reads
             fifo = Path(tmp_path) / f"daemon-{time.monotonic_ns()}.stderr"
@@ -180,6 +187,11 @@ class Daemon:
                 time.sleep(0.01)
 
     def stderr(self):
+        if self._err_file:
+            try:
+                return self._err_file.read_bytes().decode(errors="replace")
+            except FileNotFoundError:
+                return ""
         return self.launcher.stderr_text()
 
     def wait_stderr(self, needle, timeout=10.0, count=1):

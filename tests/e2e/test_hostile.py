@@ -323,7 +323,9 @@ def test_worker_stderr_flood_is_held_to_a_budget(daemon_bin, write_config, tmp_p
     flood = "head -c 300000 /dev/zero | tr '\\0' '\\n' >&2; exit 0"
     cfg = {"pools": [sh_pool(flood, "flood")], "limits": {"max_restarts": 0}}
     t0 = time.monotonic()
-    d = Daemon(daemon_bin, write_config(cfg), tmp_path)
+    # a file: on a pipe, a reader slowed by load lets the daemon drop log lines
+    # (it never blocks on its log), "pipes closed" among them
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, stderr_file=True)
     try:
         d.wait_stderr("pipes closed", timeout=30)
         seconds = time.monotonic() - t0  # one budget per second of relaying, at most
