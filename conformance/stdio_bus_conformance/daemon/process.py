@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -45,6 +46,8 @@ PROBE_KEEP = 1 << 20     # bytes read from a readiness probe before the harness 
 SETTLE = 2.0              # s to wait for the exit status of a daemon seen dying
 LATE_LINE = 0.25          # s a log wait ended by evidence still waits: a line written before it may be in the pipe
 STDERR_AFTER_EXIT = 5.0   # s an exited daemon's stderr may stay open (held by a process it left)
+STDERR_PIPE = 1 << 20     # bytes the daemon's stderr pipe holds: a daemon that never blocks on its log
+                          # drops lines while the pipe is full, and load can slow the reader for seconds
 _LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
 
 
@@ -264,6 +267,10 @@ class Daemon:
         except OSError as exc:
             raise HarnessError(f"cannot execute the daemon {self.argv[0]!r}: {exc}") from None
         self.returncode = None
+        try:
+            fcntl.fcntl(self.proc.stderr.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), STDERR_PIPE)
+        except OSError:  # above the system's pipe-max-size: the default pipe
+            pass
         self._spawn_reader(self.proc.stderr.fileno(), self._on_stderr, "stderr")
         if self.mode == "stdio":
             self._stdio_client = StdioClient("client#1", self.recorder, self.proc.stdin,
