@@ -39,17 +39,21 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv) {
         return MC_ERR;
     }
     mw_out_init(&w->out, STDOUT_FILENO, &w->log, o->coalesce > 1 ? (size_t)o->coalesce : 0);
-    if (o->pidfile && mw_log_pidfile(o->pidfile) < 0) {
-        mc_diag_note("cannot append to pid file %s: %s", o->pidfile, strerror(errno));
-        return MC_ERR;
-    }
-    log_start(w, argc, argv);
 
     /* SEGV/ABRT on request must not leave core files behind. */
     struct rlimit nocore = {0, 0};
     setrlimit(RLIMIT_CORE, &nocore);
 
-    return mc_stdio_open(&w->stdio);
+    if (mc_stdio_open(&w->stdio) != MC_OK)
+        return MC_ERR;
+    /* Only now that signals go to our signalfd: a test that reads our pid or
+     * our start record may signal us at once (--ignore-sigterm included). */
+    if (o->pidfile && mw_log_pidfile(o->pidfile) < 0) {
+        mc_diag_note("cannot append to pid file %s: %s", o->pidfile, strerror(errno));
+        return MC_ERR;
+    }
+    log_start(w, argc, argv);
+    return MC_OK;
 }
 
 void mw_worker_fini(mw_worker *w) {
