@@ -127,18 +127,17 @@ class Daemon:
         prefix = list(wrap) + WRAPPER
         if nofile:
             prefix = ["prlimit", f"--nofile={nofile[0]}:{nofile[1]}", "--"] + prefix
-        self._err_fd = None
-        self._err_file = None
-        if stderr_file:
-            self._err_file = Path(tmp_path) / f"daemon-{time.monotonic_ns()}.stderr.log"
-            prefix = ["sh", "-c", 'exec "$@" 2>"$0"', str(self._err_file)] + prefix
-        elif stderr_pipe:
-            # a FIFO the test opens first (without blocking), so the daemon's
-            # stderr is a pipe only the test reads
-            fifo = Path(tmp_path) / f"daemon-{time.monotonic_ns()}.stderr"
-            os.mkfifo(fifo)
-            self._err_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-            prefix = ["sh", "-c", 'exec "$@" 2>"$0"', str(fifo)] + prefix
+        self._err_fd = self._err_file = None
+        if stderr_pipe or stderr_file:
+            target = Path(tmp_path) / f"daemon-{time.monotonic_ns()}.stderr"
+            if stderr_pipe:
+                # a FIFO the test opens first (without blocking), so the
+                # daemon's stderr is a pipe only the test reads
+                os.mkfifo(target)
+                self._err_fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+            else:
+                self._err_file = target
+            prefix = ["sh", "-c", 'exec "$@" 2>"$0"', str(target)] + prefix
         profile = Profile(name="e2e", command=prefix + ["{daemon}", "--config", "{config}", "{mode_flag}"],
                           extra_args=list(args),
                           mode_flags={"stdio": [], "unix": ["--unix", "{socket}"],

@@ -267,10 +267,8 @@ class Daemon:
         except OSError as exc:
             raise HarnessError(f"cannot execute the daemon {self.argv[0]!r}: {exc}") from None
         self.returncode = None
-        try:
+        with contextlib.suppress(OSError):  # above the system's pipe-max-size: the default pipe
             fcntl.fcntl(self.proc.stderr.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), STDERR_PIPE)
-        except OSError:  # above the system's pipe-max-size: the default pipe
-            pass
         self._spawn_reader(self.proc.stderr.fileno(), self._on_stderr, "stderr")
         if self.mode == "stdio":
             self._stdio_client = StdioClient("client#1", self.recorder, self.proc.stdin,
