@@ -9,7 +9,7 @@ Test code imports from here:
 from .common import procinfo
 from .daemon import evidence
 from .daemon.client import Client, field, next_id, parse_line
-from .common.context import wait_timeout
+from .common.context import pace, restart_wait, wait_timeout
 from .common.errors import (ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, DaemonTimeout,
                             HarnessError, NeverComes)
 from .spec.judge import ClauseFailure, check, checking
@@ -20,5 +20,5 @@ from .daemon.workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",
            "DaemonTimeout", "HarnessError", "NeverComes", "evidence", "Record", "WorkerLog", "check", "checking", "field", "next_id",
-           "parse_line", "pid_of", "pipes_held_pool", "procinfo", "request_after_exit", "socket_links", "tracked_client", "wait_link_closed", "wait_timeout", "wait_until", "wait_worker_failed",
+           "pace", "parse_line", "pid_of", "restart_wait", "pipes_held_pool", "procinfo", "request_after_exit", "socket_links", "tracked_client", "wait_link_closed", "wait_timeout", "wait_until", "wait_worker_failed",
            "connection_context", "has_level", "worker_context", "INPUT_OVERFLOW", "MALFORMED_INPUT"]

@@ -97,8 +97,9 @@ def parse_args(argv):
     # per job), and the four long_wait tests (the 30-60 s defaults of 8.1) each hold one job
     p.add_argument("-j", "--jobs", type=int, default=8, help="parallel workers (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=60, help="per-test timeout in s (default: %(default)s)")
-    p.add_argument("--wait-timeout", type=float, default=5.0,
-                   help="deadline of one wait for the daemon, in s (default: %(default)s)")
+    p.add_argument("--wait-timeout", type=float,
+                   help="deadline of one wait for the subject, in s: fixed, instead of the default (5 s, or "
+                        "more for a subject the preflight found slow: conformance/README.md, Waits)")
     p.add_argument("--seed", type=int, help="seed of the run (default: random, printed)")
     p.add_argument("--min-tests", type=int, default=0, help="exit 2 if fewer tests ran")
     p.add_argument("--tests-dir", dest="tests_dirs", action="append", default=[], metavar="DIR",
@@ -225,7 +226,9 @@ def pytest_args(opts, extra) -> list[str]:
          "-p", "stdio_bus_conformance.plugin", "-p", "no:cacheprovider"]
     a += subject_args(opts, SUBJECT_FILES + ("baseline", "write_baseline", "update_baseline"))
     a += ["--report-dir", os.path.abspath(opts.report_dir), "--seed", str(opts.seed),
-          "--wait-timeout", str(opts.wait_timeout), "--min-tests", str(opts.min_tests)]
+          "--min-tests", str(opts.min_tests)]
+    if opts.wait_timeout is not None:
+        a += ["--wait-timeout", str(opts.wait_timeout)]
     for g in opts.clause:
         a += ["--clause", g]
     for g in opts.exclude_clause:

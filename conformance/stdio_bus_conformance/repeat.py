@@ -38,8 +38,10 @@ def argv(opts, subject: list[str], extra: list, conformance_dir: str, nodeids: l
         a += ["--tests-dir", os.path.abspath(d) if os.path.exists(d) else os.path.join(conformance_dir, d)]
     for n in nodeids:
         a += ["--only", n]
-    a += ["--seed", str(opts.seed), "--wait-timeout", str(opts.wait_timeout), "--timeout", str(opts.timeout),
+    a += ["--seed", str(opts.seed), "--timeout", str(opts.timeout),
           "-j", str(max(1, min(opts.jobs, len(nodeids)))), "--no-coverage-gate", "--report-dir", report_dir, "-q"]
+    if opts.wait_timeout is not None:
+        a += ["--wait-timeout", str(opts.wait_timeout)]
     if opts.no_preflight:
         a.append("--no-preflight")
     if extra:

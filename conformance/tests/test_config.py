@@ -52,12 +52,12 @@ def expect_rejected(bus, config, needle=None, timeout=None):
     # "an error on stderr" (Words), one line naming the field (our SB-I-20, SHOULD);
     # the stderr reader may lag behind the exit: wait for the line, briefly
     try:
-        d.wait_stderr(r"\S", timeout=2)
+        d.wait_stderr(r"\S")
     except DaemonTimeout:
         raise AssertionError("the daemon gave no reason on stderr") from None
     if needle is not None:
         try:
-            d.wait_stderr(re.escape(needle), timeout=2)
+            d.wait_stderr(re.escape(needle))
         except DaemonTimeout:
             check("SB-I-20", False, f"stderr does not name {needle!r}: {d.stderr_text()[-600:]!r}")
     return d.stderr_text()
@@ -310,15 +310,15 @@ def test_default_max_input_buffer_applies_when_not_configured(bus, limits):
         head = b'{"jsonrpc":"2.0","method":"fits","params":"'
         fits = head + b"x" * (MIB - len(head) - 3) + b'"}\n'
         assert len(fits) == MIB
-        c.send(fits, timeout=10)
-        assert c.sync(timeout=10) == []
+        c.send(fits, timeout=2 * wait_timeout())
+        assert c.sync(timeout=2 * wait_timeout()) == []
         assert bus.worker_log().wait_received(b'"method":"fits"').line == fits
         over = fits.replace(b'"fits"', b'"over"').replace(b'"}', b'xx"}')  # 1 MiB + 1 and the newline
         try:
-            c.send(over, timeout=10)
+            c.send(over, timeout=2 * wait_timeout())
         except ConnectionClosed:
             pass  # closed as soon as max_input_buffer bytes had no newline: fine
-        c.expect_closed(timeout=10)
+        c.expect_closed(timeout=2 * wait_timeout())
         assert not any(b'"over"' in line for line in bus.worker_log().received())
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonTimeout, check, checking, pid_of, pipes_held_pool, procinfo, wait_until
+from stdio_bus_conformance import DaemonTimeout, check, checking, pace, pid_of, pipes_held_pool, procinfo, wait_timeout, wait_until
 
 
 # -- local helpers ------------------------------------------------------------------
@@ -128,8 +128,9 @@ def test_stalled_worker_does_not_delay_other_traffic(bus):
         c.notify("fill", params={"pad": pad, "i": i}, session="stuck")
     t0 = time.monotonic()
     for i in range(5):
-        assert other.request(session=free, timeout=2)["sessionId"] == free
-    assert time.monotonic() - t0 < 2
+        assert other.request(session=free)["sessionId"] == free
+    took = time.monotonic() - t0
+    assert took < 5 * pace().bound("answer", 0.4), f"5 answers took {took:.2f} s"
 
 
 @pytest.mark.modes("unix", "tcp")
@@ -141,7 +142,7 @@ def test_client_that_stops_reading_does_not_delay_others(bus):
     family = socket.AF_UNIX if bus.mode == "unix" else socket.AF_INET
     slow = socket.socket(family, socket.SOCK_STREAM)
     slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    slow.settimeout(5)
+    slow.settimeout(wait_timeout())
     slow.connect(d.address)
     try:
         slow.sendall(b'{"jsonrpc":"2.0","id":"hi","method":"echo","sessionId":"slow"}\n')
@@ -168,8 +169,9 @@ def test_client_that_stops_reading_does_not_delay_others(bus):
         bus.worker_log().wait_sent(b'"id":"big"')
         t0 = time.monotonic()
         for i in range(5):
-            fast.request(session=session, timeout=2)
-        assert time.monotonic() - t0 < 2
+            fast.request(session=session)
+        took = time.monotonic() - t0
+        assert took < 5 * pace().bound("answer", 0.4), f"5 answers took {took:.2f} s"
     finally:
         slow.close()
 
@@ -320,7 +322,7 @@ def test_session_ends_when_its_owner_disconnects(bus):
         k += 1
         b.send_json({"jsonrpc": "2.0", "id": f"claim-{k}", "method": "x", "sessionId": "s"})
         try:
-            b.recv_response(f"claim-{k}", timeout=0.2)
+            b.recv_response(f"claim-{k}", timeout=pace().bound("answer", 0.2))
             break
         except DaemonTimeout:
             if time.monotonic() > deadline:
@@ -409,7 +411,7 @@ def test_stopped_worker_gets_nothing_until_restarted(bus, exit_kind):
     exit_worker(c, "s")
     wait_reaped(gone)
     # STOPPED, waiting for its restart: nothing is lost on it meanwhile
-    answered = [pid_of(c.request(timeout=2)) for _ in range(6)]
+    answered = [pid_of(c.request()) for _ in range(6)]
     assert gone not in answered and len(set(answered)) == 1
     log = bus.worker_log()
     log.wait_count(lambda r: r.kind == "start", 3, what="'start' of the restarted worker")

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from stdio_bus_conformance import (DaemonTimeout, WorkerLog, check, checking, has_level, procinfo,
-                                   wait_timeout, wait_until, worker_context)
+                                   restart_wait, wait_timeout, wait_until, worker_context)
 from stdio_bus_conformance import evidence, pid_of, request_after_exit, tracked_client, wait_link_closed, wait_worker_failed
 from stdio_bus_conformance import pipes_held_pool
 
@@ -37,12 +37,6 @@ STAY = ["--on-eof", "stay"]
 ONE_MODE = pytest.mark.modes("stdio")
 
 # -- helpers ------------------------------------------------------------------------------
-def restart_wait():
-    """Deadline for a restart under the spec's (unnumbered) backoff: one wait
-    (--wait-timeout) plus 3 s of restart delay."""
-    return wait_timeout() + 3.0
-
-
 def gone(pid):
     """True once pid has exited and been reaped (not even a zombie left)."""
     return procinfo.state(pid) is None
@@ -314,8 +308,8 @@ def test_exited_worker_gets_no_message(bus, exit_kind):
     # daemon has handled the exit (the first request may meet it unhandled)
     assert pid_of(request_after_exit(c)) != dead
     for i in range(6):
-        assert pid_of(c.request(timeout=2)) != dead
-        assert pid_of(c.request(session=f"after-{i}", timeout=2)) != dead
+        assert pid_of(c.request()) != dead
+        assert pid_of(c.request(session=f"after-{i}")) != dead
 
 
 @EXITS
@@ -535,12 +529,12 @@ def restart_gaps(log, enough, most):
     """Watches a worker that exits at once, restarted at the daemon's own
     pace, and returns the delays (ms) from each exit to the next start, as
     the mock's log shows them: at least 3, at most `most`, and no more once
-    `enough(gaps)` says the verdict is in. Each next start is awaited for
-    three times the last delay plus one wait (--wait-timeout)."""
+    `enough(gaps)` says the verdict is in. Each next start is awaited as
+    restart_wait() says for the last delay seen."""
     gaps = []
     while len(gaps) < most and not (len(gaps) >= 3 and enough(gaps)):
         last = gaps[-1] / 1000 if gaps else 0
-        log.wait_count(lambda r: r.kind == "start", len(gaps) + 2, 3 * last + wait_timeout(),
+        log.wait_count(lambda r: r.kind == "start", len(gaps) + 2, restart_wait(last),
                        f"'start' (restart {len(gaps) + 1} of a worker that exits at once)")
         exits = [r for r in log.records() if r.kind == "exit"]
         nexts = starts(log)[1:]
@@ -742,7 +736,7 @@ def test_client_disconnect_invalidates_its_sessions(bus):
     assert not any(b"ORPHANED" in x for x in b.sync(session="mine")), \
         "a notification for a departed client's session reached another client"
     # ...and the sessionId can be taken by another client
-    assert b.request(session="theirs", timeout=2)["sessionId"] == "theirs"
+    assert b.request(session="theirs")["sessionId"] == "theirs"
 
 
 @pytest.mark.modes("unix", "tcp")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stdio_bus_conformance import check, checking, field, pid_of
+from stdio_bus_conformance import check, checking, field, pid_of, wait_timeout
 
 # Valid JSON that a re-serialising daemon would change: spacing, member order,
 # escapes, raw UTF-8 next to \u escapes, a number spelled with an exponent.
@@ -101,7 +101,7 @@ def test_big_payload_passes_through_both_ways(bus):
     c.send_json({"jsonrpc": "2.0", "id": "after-big", "method": "echo"})
     log = bus.worker_log()
     assert log.wait_received(b'"method":"big"').line == line
-    got = c.recv_line(timeout=10)
+    got = c.recv_line(timeout=2 * wait_timeout())
     out = log.wait_for(lambda r: r.kind == "out" and r.raw.startswith(b'{"jsonrpc":"2.0","id":9,'))
     assert got == out.line
     assert field(json.loads(got), "result", "params", "blob") == blob
@@ -125,7 +125,7 @@ def test_client_gets_whole_lines_however_workers_write_them(bus):
                  "params": {"mock": {"delay_ms": 250}}})
     got = {}
     for _ in range(2):
-        line = c.recv_line(timeout=10)
+        line = c.recv_line(timeout=2 * wait_timeout())
         try:
             msg = json.loads(line)
         except ValueError:

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, HarnessError, NeverComes, evidence, procinfo
-from stdio_bus_conformance import field, parse_line, wait_timeout, wait_until
+from stdio_bus_conformance import field, pace, parse_line, restart_wait, wait_timeout, wait_until
 from stdio_bus_conformance import socket_links, wait_worker_failed
 from stdio_bus_conformance import INPUT_OVERFLOW, MALFORMED_INPUT, check, checking, connection_context, has_level, worker_context
 
@@ -461,18 +461,23 @@ def test_default_max_output_queue_is_four_mebibytes(bus):
         r.close()
 
 
-def restarts_until_given_up(log, most):
+def restarts_until_given_up(log, most, window=60.0):
     """Counts the restarts of a worker that exits at once until the daemon
-    stops restarting it: each next start is awaited for three times the last
-    delay (at least 0.5 s), so a daemon at its own pace is followed without
-    knowing its schedule. Stops counting above `most`."""
+    stops restarting it: each next start is awaited as restart_wait() says
+    for the last delay seen (the first as the preflight measured it), so a
+    daemon at its own pace is followed without knowing its schedule, but no
+    later than `window` (restart_window_sec) after the first exit: a restart
+    after it no longer counts against max_restarts. Stops counting above
+    `most`."""
     gap = 0.0
+    first_exit = log.select("exit")[0].t_ns / 1e9
     while True:
         n = len(log.select("start"))
         if n > most + 1:
             return n - 1
+        left = first_exit + window - time.monotonic()
         try:
-            log.wait_count(lambda r: r.kind == "start", n + 1, max(0.5, 3 * gap + 0.2))
+            log.wait_count(lambda r: r.kind == "start", n + 1, max(0.0, min(restart_wait(gap), left)))
         except DaemonTimeout:
             return n - 1
         # the delay before the start just seen: from the exit of the one before it
@@ -691,7 +696,7 @@ def test_daemon_serves_1024_connections_and_no_more(bus):
             f"only {len(answered)} of {MAX_CONNECTIONS} concurrent connections were served"
         extra = Herd(d, 1, "extra")
         try:
-            answered, _ = extra.ask([0], timeout=1.0)
+            answered, _ = extra.ask([0], timeout=pace().bound("answer", 1.0))
             assert not answered, f"connection {MAX_CONNECTIONS + 1} was served"
         finally:
             extra.close()

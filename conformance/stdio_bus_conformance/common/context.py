@@ -8,11 +8,14 @@ module-level state is enough; the plugin sets it around each test."""
 
 from __future__ import annotations
 
+from .pace import FACTOR, Pace
+
 DEFAULT_WAIT = 5.0
 
 
 class _State:
-    wait = DEFAULT_WAIT       # --wait-timeout of the run
+    wait = DEFAULT_WAIT       # the run's wait: --wait-timeout, or the floor scaled by the pace
+    pace = Pace()             # the subject's pace, from the preflight (common/pace.py)
     nodeid: str | None = None
     clauses: tuple = ()       # cited by the running test, in citation order
     bus = None                # the running test's Bus, once the fixture made it
@@ -24,6 +27,20 @@ state = _State()
 def wait_timeout() -> float:
     """The run's deadline for one wait for the daemon (--wait-timeout)."""
     return state.wait
+
+
+def restart_wait(last: float = 0.0) -> float:
+    """The deadline for a worker's next restart after its exit, when its
+    last restart delay was `last` s (0: none yet). The seed gives no delay
+    ("exponential backoff", no base): FACTOR times the subject's own first
+    delay (the preflight's restart item) or its last one, whichever is
+    longer (room for any growth up to FACTOR), then one wait more. A caller
+    whose count ends with restart_window_sec caps it there."""
+    return max(state.pace.bound("restart", state.wait), FACTOR * last) + state.wait
+
+
+def pace() -> Pace:
+    return state.pace
 
 
 def begin_test(nodeid: str, clauses) -> None:

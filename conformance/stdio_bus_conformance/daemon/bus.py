@@ -29,6 +29,7 @@ from . import config as cfg
 from . import contain
 from . import evidence
 from ..common import context
+from ..common.pace import Pace
 from .client import reset_ids
 from .items import SIGNAL_ITEMS, blocked_message
 from .process import STDERR_KEEP, Daemon, describe_status
@@ -59,6 +60,8 @@ class RunContext:
     token: str = ""                   # the run's process mark (contain.MARK_ENV)
     term_grace: float | None = None   # teardown SIGTERM -> SIGKILL delay (None: the profile's)
     preflight: object = None          # preflight.Results, when the preflight ran
+    pace: Pace = field(default_factory=Pace)  # the daemon's measured pace (common/pace.py)
+    fixed_wait: bool = False          # --wait-timeout given: waits are not scaled by the pace
 
 
 def clip_file(path: Path, limit: int) -> bool:
@@ -158,6 +161,7 @@ class Bus:
                    workdir=self.workdir, config_path=path, recorder=self.recorder,
                    timeout=self.ctx.timeout, env=env or None)
         d.tmpdir = tmp
+        d.drain_timeout = cfg.drain_timeout(self.config_data)
         d.on_signal = self._on_signal
         d.on_stdin_close = lambda: self.stand_on("stdin-eof")
         self.daemons.append(d)

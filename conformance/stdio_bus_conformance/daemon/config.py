@@ -17,6 +17,19 @@ from ..common.errors import HarnessError
 
 # Small values keep teardown and limit tests fast; tests override them.
 BASE_LIMITS = {"drain_timeout_sec": 2}
+DEFAULT_DRAIN = 30.0   # drain_timeout_sec's default (8.1)
+
+
+def drain_timeout(data) -> float:
+    """The drain_timeout_sec a daemon started with this config may take to
+    shut down (10.2): the configured number, else the default; a config that
+    is not a dict with a usable number (a test of rejection) gets the
+    default, the longest a daemon that accepted it may take."""
+    limits = data.get("limits") if isinstance(data, dict) else None
+    value = limits.get("drain_timeout_sec") if isinstance(limits, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 3600:
+        return float(value)
+    return DEFAULT_DRAIN
 
 
 def merge(base, over):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import signal
 
+from ..common.pace import Pace
+
 MODES_PREFERRED = ("unix", "tcp", "stdio")
 
 
@@ -70,18 +72,21 @@ class Result:
 class Results:
     """name -> Result; passed to xdist workers as JSON."""
 
-    def __init__(self, results: dict | None = None, duration: float = 0.0):
+    def __init__(self, results: dict | None = None, duration: float = 0.0, pace: Pace | None = None):
         self.items: dict[str, Result] = results or {}
         self.duration = duration
+        self.pace = pace or Pace()   # what the items measured of the daemon's pace
 
     def to_json(self) -> dict:
-        return {"duration": round(self.duration, 3), "items": [r.to_json() for r in self.items.values()]}
+        return {"duration": round(self.duration, 3), "items": [r.to_json() for r in self.items.values()],
+                "pace": self.pace.to_json()}
 
     @classmethod
     def from_json(cls, data: dict | None) -> "Results | None":
         if not data:
             return None
-        return cls({d["name"]: Result(**d) for d in data["items"]}, data.get("duration", 0.0))
+        return cls({d["name"]: Result(**d) for d in data["items"]}, data.get("duration", 0.0),
+                   Pace.from_json(data.get("pace")))
 
     def broken(self, name: str) -> Result | None:
         r = self.items.get(name)

@@ -36,7 +36,7 @@ from ..common import procinfo
 from ..common.reader import start_reader
 from .client import DEFAULT_TIMEOUT, SocketClient, StdioClient
 from ..common.errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError, NeverComes
-from . import evidence
+from . import config, evidence
 from .profile import Profile
 from ..common.transcript import Recorder
 
@@ -46,6 +46,8 @@ PROBE_KEEP = 1 << 20     # bytes read from a readiness probe before the harness 
 SETTLE = 2.0              # s to wait for the exit status of a daemon seen dying
 LATE_LINE = 0.25          # s a log wait ended by evidence still waits: a line written before it may be in the pipe
 STDERR_AFTER_EXIT = 5.0   # s an exited daemon's stderr may stay open (held by a process it left)
+EXIT_POLL = 0.05          # s between two looks at a daemon asked to exit (its children come from /proc)
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # 10.1: the seed's shutdown triggers
 STDERR_PIPE = 1 << 20     # bytes the daemon's stderr pipe holds: a daemon that never blocks on its log
                           # drops lines while the pipe is full, and load can slow the reader for seconds
 _LEVEL = {"WARN": r"\bWARN(?:ING)?\b", "ERROR": r"\bERROR\b"}  # SB-I-34
@@ -188,6 +190,8 @@ class Daemon:
         self.crash: str | None = None   # name of the signal it died of, when the harness sent none
         self.crash_phase: str | None = None   # "test" or "teardown"
         self.teardown = False
+        self.drain_timeout = config.DEFAULT_DRAIN   # its config's drain_timeout_sec (the bus sets it)
+        self._shutdown_at: float | None = None  # when the harness last asked it to shut down
         self._exited = threading.Event()
         self._exit_time = 0.0
         self.cpu_at_exit: float | None = None  # CPU seconds it had used when it exited
@@ -483,6 +487,33 @@ class Daemon:
         if self.on_stdin_close is not None and not self.teardown:
             self.on_stdin_close()
         self.exit_expected = True
+        self._shutdown_at = time.monotonic()
+
+    def _draining(self, grace: float) -> bool:
+        """True while the daemon may still be inside the shutdown the seed
+        grants it (10.2: it waits up to drain_timeout_sec for its workers):
+        it was asked to shut down less than drain_timeout_sec + grace ago
+        and it still has a child. The harness never kills a daemon then."""
+        if self._shutdown_at is None or time.monotonic() >= self._shutdown_at + self.drain_timeout + grace:
+            return False
+        try:
+            return bool(procinfo.live_children(self.proc.pid))
+        except OSError:
+            return False
+
+    def _await_exit(self, grace: float, bound=None) -> bool:
+        """Waits for the exit: grace s, or longer while _draining. bound as
+        in wait_exit. True once it exited."""
+        deadline = time.monotonic() + grace
+        while not self._exited.wait(EXIT_POLL):
+            if time.monotonic() >= deadline and not self._draining(grace):
+                return False
+            try:
+                evidence.run(bound)
+            except NeverComes as exc:
+                if not self._exited.wait(LATE_LINE):
+                    raise NeverComes(f"the daemon will not exit: {exc}") from None
+        return True
 
     def expect_exit(self) -> None:
         """The test is about to make the daemon exit in a way the harness
@@ -497,6 +528,8 @@ class Daemon:
         if sig not in (0, signal.SIGSTOP, signal.SIGCONT, signal.SIGCHLD):
             self.sent_signals.add(int(sig))
             self.exit_expected = True
+        if sig in SHUTDOWN_SIGNALS:
+            self._shutdown_at = time.monotonic()
         self.check("before the harness sent it " + signame(sig))
         try:
             ignored = sig in procinfo.ignored_signals(self.proc.pid)
@@ -520,16 +553,10 @@ class Daemon:
         wait with NeverComes once the exit cannot come."""
         timeout = self.profile.shutdown_timeout if timeout is None else timeout
         self.exit_expected = True
-        deadline = time.monotonic() + timeout
-        while not self._exited.wait(min(0.05, max(0.0, deadline - time.monotonic()))
-                                    if bound is not None else timeout):
-            if time.monotonic() >= deadline:
-                raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s")
-            try:
-                evidence.run(bound)
-            except NeverComes as exc:
-                if not self._exited.wait(LATE_LINE):
-                    raise NeverComes(f"the daemon will not exit: {exc}") from None
+        if not self._await_exit(timeout, bound):
+            raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s"
+                                + (" (nor within drain_timeout_sec of the shutdown with workers left)"
+                                   if self._shutdown_at is not None else ""))
         self._await_stderr_end()
         if self.crash:
             raise DaemonCrashed(f"the daemon died of {self.crash}{self._stderr_tail()}", self.crash)
@@ -561,8 +588,12 @@ class Daemon:
                 os.kill(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-            if not self._exited.wait(grace):
-                self.recorder.note(f"teardown: daemon still running after {grace:g} s, SIGKILL")
+            self._shutdown_at = time.monotonic()
+            # a daemon still waiting for its workers (10.2) is inside the time the seed grants it
+            if not self._await_exit(grace):
+                self.recorder.note(f"teardown: daemon still running after {grace:g} s"
+                                   + f" (or drain_timeout_sec, {self.drain_timeout:g} s, with workers left)"
+                                   + ", SIGKILL")
                 self.killed = True
                 self.sent_signals.add(signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):

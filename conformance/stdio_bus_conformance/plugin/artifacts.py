@@ -61,7 +61,9 @@ class Artifacts:
                 cmd += ["--worker-profile", p]
             for env_item in opt("worker_env"):  # not `item`: the test's node, used below
                 cmd += ["--worker-env", env_item]
-            cmd += ["--mcp-version", desc.mcp_version, "--wait-timeout", str(opt("wait_timeout"))]
+            cmd += ["--mcp-version", desc.mcp_version]
+            if opt("wait_timeout") is not None:
+                cmd += ["--wait-timeout", str(opt("wait_timeout"))]
         else:
             # everything else is in the artifact folder (rerun.json, profile.toml): see write_rerun
             return " ".join(shlex.quote(c) for c in cmd + ["--rerun", str(self.artifact_dir(item.nodeid))])

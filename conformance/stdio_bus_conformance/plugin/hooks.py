@@ -50,7 +50,9 @@ def pytest_addoption(parser):
     g.addoption("--only", action="append", default=[], metavar="NODEID",
                 help="run only the test with this node id (repeatable; used by reproducers)")
     g.addoption("--min-tests", type=int, default=0, help="exit 2 when fewer tests ran")
-    g.addoption("--wait-timeout", type=float, default=5.0, help="default deadline of one wait (s)")
+    g.addoption("--wait-timeout", type=float,
+                help="deadline of one wait (s), fixed; default: 5 s or, for a subject the preflight "
+                     "found slow, more (common/pace.py)")
     g.addoption("--no-preflight", action="store_true",
                 help="skip the preflight (systemic checks; tests standing on a broken one are blocked)")
     g.addoption("--no-coverage-gate", action="store_true", help="report untested MUST clauses, do not fail")
@@ -90,7 +92,7 @@ def pytest_configure(config):
     setattr(config, STATE_KEY, run)
     for name, plugin in run.plugins().items():
         config.pluginmanager.register(plugin, name)
-    context.state.wait = config.getoption("wait_timeout")
+    context.state.wait = config.getoption("wait_timeout") or context.DEFAULT_WAIT
     # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
     contain.become_subreaper()
     # a CI's cancel (SIGTERM) ends the run as Ctrl-C does: exit 2, reports written, nothing left

@@ -9,9 +9,11 @@ import os
 
 import pytest
 
+from ..common import context
 from ..common.errors import HarnessError
 from ..daemon import contain
 from ..daemon.bus import RunContext
+from ..daemon.preflight import paced
 from ..daemon.preflight import run as run_preflight
 from ..daemon.preflight import summary_lines as preflight_lines
 from ..daemon.profile import load_profile
@@ -68,7 +70,8 @@ class Subjects:
             desc = from_options(None, [], [], None)
         if not self.run.config.option.collectonly:  # --coverage needs no worker
             self.run.fatal += worker_problems(desc)
-        self.run.wctx = WorkerContext(desc=desc, seed=self.run.seed, timeout=desc.answer_timeout or opt("wait_timeout"))
+        self.run.wctx = WorkerContext(desc=desc, seed=self.run.seed,
+                                      timeout=desc.answer_timeout or opt("wait_timeout") or context.DEFAULT_WAIT)
         if self.run.is_worker:  # the controller ran the preflight (pytest_sessionstart)
             self._use_worker_preflight(self.run.config.workerinput.get("sb_worker_preflight") or {})
 
@@ -111,7 +114,9 @@ class Subjects:
             profile = load_profile(None)
         mock = os.path.abspath(opt("mock_worker") or default_mock())
         self.run.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.run.seed,
-                              timeout=opt("wait_timeout"), token=f"{self.run.token}/{os.getpid()}")
+                                  timeout=opt("wait_timeout") or context.DEFAULT_WAIT,
+                                  fixed_wait=opt("wait_timeout") is not None,
+                                  token=f"{self.run.token}/{os.getpid()}")
         self._use_preflight(self.run.preflight)
 
     def _use_preflight(self, res) -> None:
@@ -120,6 +125,9 @@ class Subjects:
         self.run.preflight = res
         if self.run.ctx is None:
             return
+        if res is not None:  # every wait from here on at the daemon's measured pace
+            self.run.ctx = paced(self.run.ctx, res.pace)
+            context.state.wait, context.state.pace = self.run.ctx.timeout, res.pace
         self.run.ctx.preflight = res
         term = res.items.get("sigterm") if res is not None else None
         if term is not None and term.status == "broken" and "did not exit" in term.message:
@@ -145,6 +153,24 @@ class Subjects:
         for line in preflight_lines(res):
             if tr is not None:
                 tr.write_line(line, red=line.startswith("  BROKEN"))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        """Each test's own time limit (pytest-timeout) grows with its waits:
+        a slow daemon (the preflight's pace) gets as many times the limit as
+        its waits got times the run's floor."""
+        ctx = self.run.ctx
+        if ctx is None or ctx.fixed_wait:
+            return
+        scale = ctx.timeout / context.DEFAULT_WAIT
+        if scale <= 1.0:
+            return
+        default = config.getoption("timeout", None) or float(config.getini("timeout") or 0)
+        for item in items:
+            mark = item.get_closest_marker("timeout")
+            limit = mark.args[0] if mark is not None and mark.args else default
+            if limit:
+                item.add_marker(pytest.mark.timeout(limit * scale), append=False)
 
     # -- xdist (controller side) ---------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
