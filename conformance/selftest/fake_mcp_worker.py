@@ -13,6 +13,9 @@ outside the JSON-RPC envelope, as the TypeScript SDK's validator does),
 request, as batches went in 2025-06-18; a null id is invalid), `--chatty`
 (a notification after every answer, a roots/list request after
 notifications/initialized). Judged as `mcp` alone it passes with all four.
+`--slow-initialize MS`: its first `initialize` is answered MS ms late, and
+nothing is read meanwhile (a server that loads a large bundle first): the
+suite's verdict must be the same as at 0 (issue 37).
 
 Single-threaded: a select() loop over stdin and a signal wakeup pipe, with
 timers for `slow` calls. Ids, sessionIds and progress tokens are copied as
@@ -139,6 +142,7 @@ class State:
         self.ready = False             # notifications/initialized received
         self.roots_asked = set()       # ids of our roots/list requests (--chatty)
         self.verbose = False
+        self.slow_initialize = 0.0     # s the first initialize takes (--slow-initialize MS)
         self.lines_seen = 0
         self.requests_seen = 0
         self.timers = []               # heap of (due, seq, fn)
@@ -407,6 +411,9 @@ def request(msg: Msg):
         os.close(0)
         STATE.reading = False
     if method == "initialize":
+        if STATE.slow_initialize:  # loading: reads nothing meanwhile, as a bundle being parsed
+            time.sleep(STATE.slow_initialize)
+            STATE.slow_initialize = 0.0
         if STATE.initialized and broken("one-initialize"):
             return error(msg, -32600, "already initialized")
         STATE.initialized = True
@@ -680,6 +687,8 @@ def main():
             STATE.breaks.add(name)
         elif a in ("--verbose", "-v"):
             STATE.verbose = True
+        elif a == "--slow-initialize":
+            STATE.slow_initialize = int(args.pop(0)) / 1000
         elif a in STRICT:
             STATE.strict.add(a[2:])
         else:

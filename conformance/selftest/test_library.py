@@ -232,3 +232,41 @@ def test_procinfo_sees_children_zombies_fds_threads_and_cpu():
         p.stdin.close()
         p.wait(10)
     assert procinfo.state(p.pid) is None
+
+
+# -- the subject's pace and its log in its own words (issue 37) ------------------------------
+def test_pace_bounds_a_wait_by_the_slowest_time_seen_and_never_below_the_floor():
+    from stdio_bus_conformance.common.pace import FACTOR, Pace
+    p = Pace()
+    assert p.bound("answer", 5.0) == 5.0  # nothing measured: the floor
+    p.saw("answer", 0.01)
+    p.saw("answer", 1.2)
+    p.saw("answer", 0.3)
+    assert p.bound("answer", 5.0) == FACTOR * 1.2
+    assert Pace.from_json(p.to_json()).bound("answer", 1.0) == FACTOR * 1.2
+    assert p.slow_note("answer", 1.3) is None            # as in the preflight
+    assert "times its slowest" in p.slow_note("answer", 7.0)
+
+
+def test_a_line_the_event_caused_is_told_from_what_a_sync_alone_writes():
+    from stdio_bus_conformance.daemon.logwords import caused
+    control = ["2026-11-28T10:00:00Z DEBUG [c 3] forwarded request id=\"sync-1\" to worker 2",
+               "2026-11-28T10:00:00Z DEBUG [c 3] answer id=\"sync-1\" from worker 2"]
+    later = ["2026-11-28T10:00:01Z DEBUG [c 3] forwarded request id=7 to worker 2",
+             "2026-11-28T10:00:01Z WARN Worker message has no id or sessionId, cannot route",
+             "mock_worker[77]: a worker's own line, relayed"]
+    assert caused(later, control) == [later[1]]
+    assert caused(later[:1], control) == []
+
+
+def test_a_worker_is_known_by_the_identifiers_the_daemon_gives_it():
+    from stdio_bus_conformance.daemon.logwords import aliases
+    from stdio_bus_conformance.daemon.process import mentions, worker_context
+    lines = ["INFO [conn=1] pipe of pid 4242", "INFO [conn=2] pipe of pid 5151",
+             "INFO status=0 bytes=12 pid 4242"]
+    about = worker_context(4242, "wide")
+    learned = aliases(lines, lambda line: mentions(line, about))
+    assert mentions("ERROR [conn=1] line too long", learned)
+    assert not mentions("ERROR [conn=2] line too long", learned)      # another worker's
+    assert not mentions("ERROR status=0 line too long", learned)      # an amount, not an identifier
+    assert mentions("ERROR conn #1: line too long", learned)          # the same token, spelt otherwise

@@ -11,7 +11,7 @@ from .daemon import evidence
 from .daemon.client import Client, field, next_id, parse_line
 from .common.context import pace, restart_wait, wait_timeout
 from .common.errors import (ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, DaemonTimeout,
-                            HarnessError, NeverComes)
+                            HarnessError, Lost, NeverComes)
 from .spec.judge import ClauseFailure, check, checking
 from .common.waits import wait_until
 from .daemon.observe import pid_of, pipes_held_pool, request_after_exit, socket_links, tracked_client, wait_link_closed, wait_worker_failed
@@ -19,6 +19,6 @@ from .daemon.process import INPUT_OVERFLOW, MALFORMED_INPUT, connection_context,
 from .daemon.workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",
-           "DaemonTimeout", "HarnessError", "NeverComes", "evidence", "Record", "WorkerLog", "check", "checking", "field", "next_id",
+           "DaemonTimeout", "HarnessError", "Lost", "NeverComes", "evidence", "Record", "WorkerLog", "check", "checking", "field", "next_id",
            "pace", "parse_line", "pid_of", "restart_wait", "pipes_held_pool", "procinfo", "request_after_exit", "socket_links", "tracked_client", "wait_link_closed", "wait_timeout", "wait_until", "wait_worker_failed",
            "connection_context", "has_level", "worker_context", "INPUT_OVERFLOW", "MALFORMED_INPUT"]

@@ -19,6 +19,7 @@ class _State:
     nodeid: str | None = None
     clauses: tuple = ()       # cited by the running test, in citation order
     bus = None                # the running test's Bus, once the fixture made it
+    slowest: dict = {}        # the running test's slowest time for each kind of event (Pace's kinds)
 
 
 state = _State()
@@ -43,12 +44,22 @@ def pace() -> Pace:
     return state.pace
 
 
+def saw(kind: str, seconds: float) -> None:
+    """The running test saw an event of this kind take `seconds`."""
+    state.slowest[kind] = max(state.slowest.get(kind, 0.0), seconds)
+
+
+def slow_notes() -> list[str]:
+    """What the running test saw take far longer than the preflight did."""
+    return [n for n in (state.pace.slow_note(k, s) for k, s in state.slowest.items()) if n]
+
+
 def begin_test(nodeid: str, clauses) -> None:
-    state.nodeid, state.clauses, state.bus = nodeid, tuple(clauses), None
+    state.nodeid, state.clauses, state.bus, state.slowest = nodeid, tuple(clauses), None, {}
 
 
 def end_test() -> None:
-    state.nodeid, state.clauses, state.bus = None, (), None
+    state.nodeid, state.clauses, state.bus, state.slowest = None, (), None, {}
 
 
 def watch() -> None:

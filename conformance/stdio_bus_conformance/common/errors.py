@@ -35,6 +35,19 @@ class NeverComes(DaemonTimeout):
     timeout as "it did not come" reads this the same way, only sooner."""
 
 
+class Lost(DaemonTimeout):
+    """A message the harness saw sent is gone: a worker wrote the answer,
+    the daemon (alive) read it off the worker's pipe, and the client that
+    asked never got it (issue 37 item 4). Judged on `clause`, the one that
+    promises its delivery, whatever else the test was about; a
+    DaemonTimeout, so code that reads a timeout as "it did not come" reads
+    this the same way."""
+
+    def __init__(self, clause: str, message: str):
+        super().__init__(message)
+        self.clause = clause
+
+
 class ConnectionClosed(DaemonError):
     """The daemon closed a client connection the test expected to stay open."""
 

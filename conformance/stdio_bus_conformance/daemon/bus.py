@@ -287,6 +287,10 @@ class Bus:
             self._pools[pool] = WorkerLog(self.workdir / f"{pool}.log", pool)
         return self._pools[pool]
 
+    def worker_logs(self) -> list[WorkerLog]:
+        """The logs of every pool of the running config (mock workers)."""
+        return [self.worker_log(p["id"]) for p in self._config_pools()]
+
     def worker_pids(self, pool: str = "p") -> list[int]:
         """Pids of the pool's instances, in start order (from the mock's log)."""
         return self.worker_log(pool).pids()
@@ -308,6 +312,8 @@ class Bus:
         DaemonCrashed when a daemon crashed during the test (before the
         teardown), so the test fails on it even when it did not wait again."""
         crashed, normal_exit = None, True
+        for note in context.slow_notes():  # a note, not a failure: the verdict is the clauses'
+            self._finding("slow", note)
         # when the preflight found SIGTERM broken, what it does at each teardown is that root
         # cause; when it found SIGTERM fine, a crash at this teardown is this test's doing
         term = self.ctx.preflight.items.get("sigterm") if self.ctx.preflight is not None else None

@@ -19,7 +19,8 @@ import socket
 import threading
 import time
 
-from ..common.errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError, NeverComes
+from ..common import context
+from ..common.errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError, Lost, NeverComes
 from ..common.transcript import Recorder
 from . import evidence
 
@@ -69,6 +70,15 @@ def reset_ids() -> None:
     global _ids
     _ids = itertools.count(1)
 
+
+
+def _lost(req_id, waited: float) -> str | None:
+    """Whether the answer to req_id is lost (evidence.answer_lost), judged
+    on the running test's workers, while its daemons are alive."""
+    bus = context.state.bus
+    if bus is None or not all(d.running for d in bus.daemons):
+        return None
+    return evidence.answer_lost(bus.worker_logs(), req_id, min(waited, 1.0))
 
 class Client:
     """Base class: line queue, reads with deadlines, JSON helpers."""
@@ -226,8 +236,11 @@ class Client:
                 except NeverComes as exc:
                     raise NeverComes(f"{self.name}: no response with id {req_id!r}: {exc}") from None
                 except DaemonTimeout:
-                    raise DaemonTimeout(f"{self.name}: no response with id {req_id!r} within "
-                                        f"{self.timeout if timeout is None else timeout:g} s"
+                    waited = self.timeout if timeout is None else timeout
+                    lost = _lost(req_id, waited)
+                    if lost:  # SB-6.3.1-2: found in the pending table, routed to the client that asked
+                        raise Lost("SB-6.3.1-2", f"{self.name}: {lost}") from None
+                    raise DaemonTimeout(f"{self.name}: no response with id {req_id!r} within {waited:g} s"
                                         + (f" (got {len(skipped)} other lines)" if skipped else "")) from None
                 try:
                     obj = json.loads(line)
@@ -250,8 +263,11 @@ class Client:
             msg["params"] = params
         if session is not None:
             msg["sessionId"] = session
+        t0 = time.monotonic()
         self.send_json(msg)
-        return self.recv_response(req_id, timeout)
+        got = self.recv_response(req_id, timeout)
+        context.saw("answer", time.monotonic() - t0)
+        return got
 
     def notify(self, method: str = "note", params=None, session: str | None = None) -> bytes:
         msg = {"jsonrpc": "2.0", "method": method}

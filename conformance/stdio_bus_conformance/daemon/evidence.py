@@ -26,6 +26,54 @@ import json
 from ..common.errors import NeverComes
 
 
+def pipe_unread(pid: int, fd: int) -> int | None:
+    """Bytes written into the pipe at pid's fd and not read yet (FIONREAD on
+    the pipe, opened through /proc), None when it cannot be told (the
+    process or its fd gone, not a pipe)."""
+    import fcntl
+    import os
+    import struct
+    import termios
+    try:
+        f = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return struct.unpack("i", fcntl.ioctl(f, termios.FIONREAD, b"\0" * 4))[0]
+    except OSError:
+        return None
+    finally:
+        os.close(f)
+
+
+def answer_lost(logs, req_id, age: float) -> str | None:
+    """Where an answer to req_id went, when it is lost: a worker of `logs`
+    (WorkerLogs) wrote a response with that id (same JSON value and type)
+    at least `age` s ago, and its stdout pipe is empty (the daemon read it).
+    The description, else None (not answered, answered just now, or still
+    in the pipe: then the daemon may be holding it back, as backpressure
+    allows)."""
+    import time
+    now = time.monotonic_ns()
+    for log in logs:
+        for r in log.records():
+            if r.kind != "out" or str(req_id).encode() not in r.raw:
+                continue
+            try:
+                obj = json.loads(r.raw)
+            except ValueError:
+                continue
+            if not (isinstance(obj, dict) and obj.get("id") == req_id and type(obj.get("id")) is type(req_id)
+                    and ("result" in obj or "error" in obj)):
+                continue
+            if (now - r.t_ns) / 1e9 < age or pipe_unread(r.pid, 1) != 0:
+                return None
+            return (f"lost: worker pid {r.pid} wrote the answer to id {req_id!r} "
+                    f"{(now - r.t_ns) / 1e9:.1f} s ago and the daemon read it off the pipe, "
+                    "but it never reached the client that asked")
+    return None
+
+
 def forwarded(log, needle: bytes, what: str = "the line"):
     """Ends a wait once a worker of `log` (a WorkerLog) received a line
     containing needle: the daemon accepted that line, so it will not close

@@ -36,7 +36,7 @@ from ..common import procinfo
 from ..common.reader import start_reader
 from .client import DEFAULT_TIMEOUT, SocketClient, StdioClient
 from ..common.errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError, NeverComes
-from . import config, evidence
+from . import config, evidence, logwords
 from .profile import Profile
 from ..common.transcript import Recorder
 
@@ -770,12 +770,21 @@ class Daemon:
         return [line for line in self.stderr_lines(since)
                 if rx.search(line) and "mock_worker[" not in line and mentions(line, any_of)]
 
+    def in_its_words(self, about) -> list:
+        """`about` (see `mentions`) and the identifiers the daemon itself has
+        used so far in lines that mention it (logwords.aliases: its own
+        number for a worker's pipe or a client's connection)."""
+        if not about:
+            return list(about)
+        return list(about) + logwords.aliases(self.stderr_lines(), lambda line: mentions(line, about))
+
     def logged_lines(self, about=(), since: int = 0) -> list[str]:
         """The daemon's own stderr lines from stderr_mark() `since` on that
-        mention one of `about` (see `mentions`); every such line when `about`
-        is empty. No level word is required: a MUST "log a warning/error" is
-        met by any line the check can tie to its event, and the level word
-        is SB-I-34's alone (see `has_level`)."""
+        mention one of `about` (see `mentions`, and `in_its_words`); every
+        such line when `about` is empty. No level word is required: a MUST
+        "log a warning/error" is met by any line the check can tie to its
+        event, and the level word is SB-I-34's alone (see `has_level`)."""
+        about = self.in_its_words(about)
         return [line for line in self.stderr_lines(since)
                 if "mock_worker[" not in line and mentions(line, about)]
 
@@ -783,12 +792,32 @@ class Daemon:
                     bound=None, saying: re.Pattern | None = None) -> str:
         """Waits for a daemon stderr line (not relayed worker stderr) that
         mentions one of `about` (any line when empty), and that `saying`
-        matches when given (what the event is, e.g. INPUT_OVERFLOW); returns it."""
+        matches when given (what the event is, e.g. INPUT_OVERFLOW); returns it.
+        A line naming it in the daemon's own terms counts (in_its_words)."""
+        words = self.in_its_words(about)
+
         def match(line):
-            return line if ("mock_worker[" not in line and mentions(line, about)
+            return line if ("mock_worker[" not in line and mentions(line, words)
                             and (saying is None or saying.search(line))) else None
         desc = what or ("mentioning " + describe_context(about) if about else "at all")
         return self.wait_stderr_line(match, timeout, since, desc, bound)
+
+    def wait_caused(self, control: int, since: int, about=(), timeout: float | None = None,
+                    what: str = "") -> str:
+        """Waits for a daemon stderr line the event caused, in any words
+        (logwords.caused): written from mark `since` on (taken before the
+        event, which a sync follows), either mentioning one of `about` or of
+        a shape no line had from mark `control` to `since` (the same sync
+        alone, before). Returns it."""
+        with self._cond:
+            lines, _ = self._lines_since(control)
+        before = lines[:max(0, since - max(control, self._err_first))]
+
+        def match(line):
+            if "mock_worker[" in line:
+                return None
+            return line if (about and mentions(line, about)) or logwords.caused([line], before) else None
+        return self.wait_stderr_line(match, timeout, since, what or "caused by the event, in any words")
 
     def wait_log(self, level: str, any_of=(), since: int = 0, timeout: float | None = None,
                  bound=None) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from ..common import context
 from ..common.errors import HarnessError
+from ..common.pace import Pace
 from ..daemon import contain
 from ..daemon.bus import RunContext
 from ..daemon.preflight import paced
@@ -92,6 +93,13 @@ class Subjects:
 
     def _use_worker_preflight(self, result: dict) -> None:
         self.run.wctx.preflight = result
+        # the worker's pace (common/pace.py): a fresh worker's first answer, and one after it;
+        # a deadline the run was given (--wait-timeout, the description's answer_timeout) stays
+        pace = Pace.from_json(result.get("pace"))
+        context.state.pace = pace
+        if not (self.run.config.getoption("wait_timeout") or self.run.wctx.desc.answer_timeout):
+            self.run.wctx.timeout = pace.bound("answer", self.run.wctx.timeout)
+        self.run.wctx.first_timeout = pace.bound("initialize", self.run.wctx.timeout)
         desc = self.run.wctx.desc
         if desc.tool_call is None and result.get("tool_call"):
             desc.tool_call = result["tool_call"]
@@ -159,18 +167,20 @@ class Subjects:
         """Each test's own time limit (pytest-timeout) grows with its waits:
         a slow daemon (the preflight's pace) gets as many times the limit as
         its waits got times the run's floor."""
-        ctx = self.run.ctx
-        if ctx is None or ctx.fixed_wait:
+        if self.run.wctx is not None:  # worker mode: each fresh worker's start-up on top
+            scale, extra = self.run.wctx.timeout / context.DEFAULT_WAIT, 4 * self.run.wctx.first_timeout
+        elif self.run.ctx is not None and not self.run.ctx.fixed_wait:
+            scale, extra = self.run.ctx.timeout / context.DEFAULT_WAIT, 0.0
+        else:
             return
-        scale = ctx.timeout / context.DEFAULT_WAIT
-        if scale <= 1.0:
+        if scale <= 1.0 and extra <= 0:
             return
         default = config.getoption("timeout", None) or float(config.getini("timeout") or 0)
         for item in items:
             mark = item.get_closest_marker("timeout")
             limit = mark.args[0] if mark is not None and mark.args else default
             if limit:
-                item.add_marker(pytest.mark.timeout(limit * scale), append=False)
+                item.add_marker(pytest.mark.timeout(limit * max(1.0, scale) + extra), append=False)
 
     # -- xdist (controller side) ---------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)

@@ -38,6 +38,7 @@ import tempfile
 import time
 
 from . import rawjson as wj
+from ..common.pace import FIRST_CONTACT, Pace
 from ..common.transcript import Recorder, render
 from .description import WorkerDescription, discover_tool_call, speaks
 from .inputs import POISONS, namer
@@ -53,6 +54,9 @@ STRING_IDS = ("SB-W-7", "test_response_carries_the_request_id")
 NOTIFICATIONS = ("SB-J-10", "test_notifications_get_no_answer")
 
 
+PACE = Pace()  # what this run's preflight measured (run() starts it anew)
+
+
 def _finding(key: str, where: tuple, summary: str) -> dict:
     return {"key": key, "clause": where[0], "test": where[1], "summary": summary}
 
@@ -61,11 +65,13 @@ class _Probe:
     """One preflight process: the suite's client side, stripped down."""
 
     def __init__(self, desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str, n: int,
-                 int_ids: bool = False):
+                 int_ids: bool = False, first_timeout: float | None = None):
         env = dict(os.environ)
         env.update(desc.env)
         self.desc, self.timeout = desc, timeout
-        self.proc = WorkerProc(desc.argv(), env, workdir, recorder, f"preflight#{n}", timeout)
+        self.proc = WorkerProc(desc.argv(), env, workdir, recorder, f"preflight#{n}", timeout,
+                               first_timeout or PACE.bound("initialize", FIRST_CONTACT if not PACE.initialize
+                                                           else timeout))
         self.proc.auto_reply = self._reply
         self.ids = 0
         self.int_ids = int_ids  # integer ids only (a worker that takes no string id)
@@ -85,10 +91,12 @@ class _Probe:
         self.ids += 1
         rid = wj.token(self.ids if self.int_ids else f"sb-preflight-{self.ids}")
         self.proc.send(envelope(id=rid, method=method, params=params, session=session))
+        first, t0 = not self.proc.lines, time.monotonic()
         try:
             earlier, answer = self.proc.until(wj.id_key(rid), self.timeout)
         except WorkerError:
             return None
+        PACE.saw("initialize" if first else "answer", time.monotonic() - t0)
         if before is not None:
             before.extend(earlier)
         return answer.obj
@@ -135,8 +143,27 @@ def _start(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir:
     return p, init, p.ask(method, params)
 
 
+def _time_initialize(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str) -> None:
+    """A bus worker that claims MCP is sent `initialize` by the tests, not
+    first: how long a fresh one takes to answer it is timed here (the pace
+    of every later initialize; a server may load before it answers)."""
+    from .run import CLIENT_CAPABILITIES, CLIENT_INFO
+    p = _Probe(desc, timeout, recorder, workdir, 9, first_timeout=FIRST_CONTACT)
+    try:
+        p.ask("initialize", {"protocolVersion": desc.mcp_version, "capabilities": CLIENT_CAPABILITIES,
+                             "clientInfo": CLIENT_INFO})
+    finally:
+        p.stop()
+
+
 def run(desc: WorkerDescription, timeout: float) -> dict:
-    """The preflight of one run; never raises for what the worker does."""
+    """The preflight of one run; never raises for what the worker does.
+    Its first probe waits FIRST_CONTACT for a first answer (no pace is known
+    yet); the pace it measures (a fresh worker's first answer, a round trip
+    after it) bounds the waits of the probes after it and of the tests
+    (result["pace"])."""
+    global PACE
+    PACE = Pace()
     t0 = time.monotonic()
     recorder = Recorder()
     workdir = tempfile.mkdtemp(prefix="sbw-preflight-")
@@ -146,6 +173,9 @@ def run(desc: WorkerDescription, timeout: float) -> dict:
     int_ids = False
     try:
         p, init, answer = _start(desc, timeout, recorder, workdir, 1, False)
+        if "mcp" in desc.claims and not desc.mcp_handshake and answer is not None:
+            _time_initialize(desc, timeout, recorder, workdir)
+        timeout = PACE.bound("answer", timeout)
         try:
             if answer is None and speaks(desc.claims, "jsonrpc") and not desc.bus:
                 # strings and integers are both valid ids (JSON-RPC 2.0 section 4, MCP messages):
@@ -193,7 +223,7 @@ def run(desc: WorkerDescription, timeout: float) -> dict:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return {"findings": findings, "tool_call": tool_call, "tool_note": tool_note, "int_ids": int_ids,
-            "seconds": round(time.monotonic() - t0, 3), "transcript": render(recorder)}
+            "seconds": round(time.monotonic() - t0, 3), "transcript": render(recorder), "pace": PACE.to_json()}
 
 
 def _poisons(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str,

@@ -83,11 +83,14 @@ class WorkerProc:
     """A running worker. Created by WorkerRun.spawn()."""
 
     def __init__(self, argv: list[str], env: dict, cwd: Path, recorder: Recorder, name: str,
-                 timeout: float):
+                 timeout: float, first_timeout: float = 0.0):
         self.argv = list(argv)
         self.name = name
         self.recorder = recorder
         self.timeout = timeout
+        self.first_timeout = first_timeout   # the wait for its first line: a server may load slowly
+        self._loading_since = 0              # lines it had written when it was last sent `initialize`
+        self._loading = False
         self.returncode: int | None = None
         self.killed = False
         self.lines: list[Line] = []          # every line, in arrival order
@@ -167,6 +170,8 @@ class WorkerProc:
             obj = wj.parse(line) if b'"method"' in line else None
             if wj.kind(obj) == "request":
                 self.request_keys.add(wj.key_of(obj["id"]))
+                if obj.get("method") == "initialize":  # a server may load before it answers it
+                    self._loading, self._loading_since = True, len(self.lines)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         view = memoryview(bytes(data))
         while view:
@@ -227,7 +232,15 @@ class WorkerProc:
 
     # -- reading -----------------------------------------------------------------
     def _timeout(self, timeout):
-        return self.timeout if timeout is None else timeout
+        return self.patience(self.timeout if timeout is None else timeout)
+
+    def patience(self, timeout: float) -> float:
+        """A wait of `timeout` s for what this worker writes; until it has
+        written its first line, at least first_timeout (the run's measured
+        pace for a fresh worker's first answer, common/pace.py): a server
+        that loads for seconds is still coming."""
+        loading = not self.lines or (self._loading and len(self.lines) == self._loading_since)
+        return max(timeout, self.first_timeout) if loading else timeout
 
     def take(self, pred, timeout: float | None = None, what: str = "a line") -> Line:
         """The first queued line satisfying pred, removed from the queue (the

@@ -58,6 +58,7 @@ class WorkerContext:
     desc: WorkerDescription
     seed: int
     timeout: float  # answer deadline ("at once")
+    first_timeout: float = 0.0  # deadline of a fresh worker's first answer (its start-up: the pace)
     preflight: dict = field(default_factory=dict)  # preflight.run(): findings, tool call
     selected: set | None = None  # names of the test functions this run runs (None: unknown)
 
@@ -198,7 +199,7 @@ class WorkerRun:
         full_env.update(self.desc.env)
         full_env.update(env or {})
         p = WorkerProc(self.desc.argv(args), full_env, self.workdir, self.recorder,
-                       f"worker#{len(self.procs) + 1}", self.timeout)
+                       f"worker#{len(self.procs) + 1}", self.timeout, self.ctx.first_timeout)
         self.procs.append(p)
         p.auto_reply = self.reply_to if auto_reply else None
         p.before_signal = self._before_signal
@@ -410,7 +411,7 @@ class WorkerRun:
     def serve(self, proc: WorkerProc, key, timeout: float | None = None, answer: bool = True) -> Line:
         """Waits for the response with id key, answering (when answer) every
         request the worker sends meanwhile. Returns the response line."""
-        timeout = self.timeout if timeout is None else timeout
+        timeout = proc.patience(self.timeout if timeout is None else timeout)
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
