@@ -44,6 +44,14 @@ typedef struct {
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
 } sb_listener;
 
+/* SB-X-22: under connection affinity the daemon is its workers'
+ * descendants' reaper (supervise_strays.c). */
+typedef struct {
+    bool on;        /* it is a child subreaper: orphans come to it */
+    int left;       /* children that were not workers at the last look */
+    pid_t *workers; /* worker_count entries: the running workers, at each look */
+} sb_reaper;
+
 typedef struct sb_bus {
     const sb_config *cfg;
     const sb_limits *limits;
@@ -54,6 +62,7 @@ typedef struct sb_bus {
     sb_worker *workers;
     int worker_count;
     int live_workers; /* processes not yet reaped */
+    sb_reaper reaper; /* SB-X-22 */
 
     sb_peer *clients;  /* STDIO_BUS_MAX_CONNECTIONS slots */
     int *free_clients; /* slots returned, reused last-in first-out */

@@ -46,5 +46,12 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w);
  * fails (5.3) the running worker that holds the most of them. */
 void sb_supervise_shed_orphans(sb_bus *d);
 void sb_supervise_kill_remaining(sb_bus *d);
+/* supervise_strays.c (SB-X-22): under connection affinity, makes the daemon
+ * a child subreaper (a warning when it cannot be one). */
+void sb_supervise_reaper_start(sb_bus *d);
+/* Looks at the daemon's children: SIGKILL to each that is not a running
+ * worker nor in the process group of one (re-parented to the daemon after
+ * leaving its worker's group); d->reaper.left counts the non-workers. */
+void sb_supervise_end_strays(sb_bus *d);
 void sb_supervise_stop_all(sb_bus *d);
 #endif

@@ -1,0 +1,106 @@
+"""A connection's worker takes what it started with it (issue 32, item 5;
+SPEC.md SB-X-18, SB-X-22). The mock worker's --spawn-child starts a helper
+that leaves the worker's process group (setsid), and with double-fork also
+its parentage, as a daemonizing helper does; it logs the helper's pid."""
+import os
+import time
+
+import pytest
+
+from busproc import SCALE, Daemon
+from test_stdio_mode import read_worker_log
+
+KINDS = {"per_connection": {"spawn": "per_connection"}, "affinity": {"affinity": "connection"}}
+
+
+def helper_pool(mock_bin, log, kind, how, instances=2):
+    return {"id": "pc", "command": mock_bin, "args": ["--log", str(log), "--spawn-child", how],
+            "instances": instances, **KINDS[kind]}
+
+
+def helpers_of(log, workers=None):
+    """Helper pids the workers logged (`child <pid>`), of these worker pids only if given."""
+    return [int(line) for _, pid, _, direction, line in read_worker_log(log)
+            if direction == "child" and (workers is None or pid in workers)]
+
+
+def exited_workers(log):
+    return {pid for _, pid, _, direction, _ in read_worker_log(log) if direction == "exit"}
+
+
+def alive(pid, log):
+    """Whether the helper still runs: not a zombie, and the pid not reused
+    (its command line still names this test's log)."""
+    try:
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return str(log).encode() in cmdline and state != "Z"
+
+
+def wait_gone(pids, log, what):
+    deadline = time.monotonic() + 10 * SCALE
+    while True:
+        left = [p for p in pids if alive(p, log)]
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"{len(left)} of {len(pids)} {what} still alive: {left}"
+        time.sleep(0.05)  # poll interval
+
+
+def ping(c, i):
+    c.send_json({"jsonrpc": "2.0", "id": i, "method": "ping"})
+    return c.line()
+
+
+def kill_helpers(log):
+    for pid in helpers_of(log):
+        if alive(pid, log):
+            os.kill(pid, 9)
+
+
+@pytest.mark.parametrize("how", ["setsid", "double-fork"])
+@pytest.mark.parametrize("kind", ["per_connection", "affinity"])
+def test_what_a_worker_starts_outside_its_group_ends_with_it(
+        daemon_bin, mock_bin, write_config, tmp_path, kind, how):
+    # Before: each connection left its worker's helper running after the
+    # worker exited, and after the daemon exited (13 from 12 connections).
+    log = tmp_path / "w.log"
+    cfg = {"pools": [helper_pool(mock_bin, log, kind, how)], "limits": {"drain_timeout_sec": 2}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        for i in range(4):
+            c = d.connect()
+            assert ping(c, i) is not None, f"connection {i} was not served"
+            c.close()
+            d.wait_stderr("its client ended: closing its stdin", count=i + 1)  # SB-X-19
+        d.wait_stderr("exited with status 0", count=4)  # the mock exits at the end of its input
+        ended = exited_workers(log)
+        assert len(ended) == 4, ended
+        wait_gone(helpers_of(log, ended), log, f"helper(s) ({how}) of exited workers")
+        assert d.stop() == 0
+        wait_gone(helpers_of(log), log, f"helper(s) ({how}) after the daemon exited")
+    finally:
+        d.kill()
+        kill_helpers(log)
+
+
+@pytest.mark.parametrize("kind", ["per_connection", "affinity"])
+def test_helpers_of_workers_stopped_at_shutdown_end_with_the_daemon(
+        daemon_bin, mock_bin, write_config, tmp_path, kind):
+    # The worker is stopped by the shutdown (10.2) while its client is
+    # connected: its helper, outside its group, outlived the daemon.
+    log = tmp_path / "w.log"
+    cfg = {"pools": [helper_pool(mock_bin, log, kind, "setsid")], "limits": {"drain_timeout_sec": 2}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        c = d.connect()
+        assert ping(c, 1) is not None
+        assert helpers_of(log), "the worker logged no helper"
+        assert d.stop() == 0
+        wait_gone(helpers_of(log), log, "helper(s) after the daemon exited")
+        assert not any(alive(p, log) for p in helpers_of(log))
+    finally:
+        d.kill()
+        kill_helpers(log)
