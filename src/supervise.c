@@ -431,6 +431,7 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w) {
         return; /* already on its way out */
     sb_info(w->peer.name, "its client ended: closing its stdin, letting it exit");
     w->retiring = true;
+    w->retired_ms = sb_now_ms();
     if (!w->pool->per_connection && !w->recycling) { /* SB-X-20: back fresh once it exits */
         w->recycling = true;
         d->router.recycling++;

@@ -1,5 +1,6 @@
-"""A connection's worker takes what it started with it (issue 32, item 5;
-SPEC.md SB-X-18, SB-X-22). The mock worker's --spawn-child starts a helper
+"""A connection's worker takes what it started with it, and a worker slow to
+leave does not keep a new client out (issue 32, items 5 and 7; SPEC.md
+SB-X-18, SB-X-22, SB-X-23). The mock worker's --spawn-child starts a helper
 that leaves the worker's process group (setsid), and with double-fork also
 its parentage, as a daemonizing helper does; it logs the helper's pid."""
 import os
@@ -104,3 +105,32 @@ def test_helpers_of_workers_stopped_at_shutdown_end_with_the_daemon(
     finally:
         d.kill()
         kill_helpers(log)
+
+
+def test_stubborn_retiring_workers_do_not_lock_new_clients_out(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    # Workers that ignore the end of their input and SIGTERM keep their slot
+    # for stop_grace_ms + drain_timeout_sec after their client left (SB-X-19):
+    # after 2 x instances connections every slot held one, and a new client
+    # read stdio_bus/refused while no worker served anyone.
+    log = tmp_path / "w.log"
+    instances = 2
+    cfg = {"pools": [{"id": "pc", "command": mock_bin,
+                      "args": ["--log", str(log), "--ignore-sigterm", "--on-eof", "stay"],
+                      "instances": instances, "spawn": "per_connection"}],
+           "limits": {"stop_grace_ms": 20000, "drain_timeout_sec": 2}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        for i in range(3 * instances):
+            c = d.connect()
+            answer = ping(c, i)
+            assert answer is not None and b'"result"' in answer and b"refused" not in answer, \
+                f"connection {i} with no client served: {answer!r}"
+            c.close()
+            d.wait_stderr("its client ended: closing its stdin", count=i + 1)  # SB-X-19
+        err = d.stderr()
+        # each connection from the 5th on made room by killing the oldest retiring worker
+        assert err.count("to make room for a new client") == instances, err[-3000:]
+        assert "refused" not in err
+    finally:
+        d.kill()
