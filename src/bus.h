@@ -46,10 +46,15 @@ typedef struct {
 
 /* SB-X-22: under connection affinity the daemon is its workers'
  * descendants' reaper (supervise_strays.c). */
+#define SB_REAPER_SPARED 16
 typedef struct {
     bool on;        /* it is a child subreaper: orphans come to it */
     int left;       /* children that were not workers at the last look */
-    pid_t *workers; /* worker_count entries: the running workers, at each look */
+    pid_t *workers; /* worker_count + SB_REAPER_SPARED entries: who is no stray, at each look */
+    /* Children it had at start, before any worker (a shell's job started
+     * before the shell exec'd the daemon): no worker's, never killed. */
+    pid_t spared[SB_REAPER_SPARED];
+    int spared_count;
 } sb_reaper;
 
 typedef struct sb_bus {

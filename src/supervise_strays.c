@@ -17,15 +17,38 @@
 void sb_supervise_reaper_start(sb_bus *d) {
     if (d->cfg->affinity == SB_AFFINITY_NONE)
         return; /* long-lived shared workers keep the spec's model: their orphans go to init */
-    sb_stray probe;
+    sb_reaper *r = &d->reaper;
+    sb_stray kids[SB_REAPER_SPARED];
     bool more;
-    d->reaper.on =
-        sb_subreaper_start() == 0 && sb_subreaper_children(&probe, 1, &more) >= 0; /* /proc tells */
-    if (!d->reaper.on)
+    int n = sb_subreaper_children(kids, SB_REAPER_SPARED, &more); /* also: /proc tells */
+    if (n >= 0 && more)
+        errno = EMFILE; /* too many children of its own to tell from strays */
+    r->on = n >= 0 && !more && sb_subreaper_start() == 0;
+    if (!r->on) {
         sb_warn(NULL,
                 "cannot become the reaper of the workers' orphans (%s): what a worker starts "
                 "outside its process group may outlive it",
                 strerror(errno));
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        r->spared[r->spared_count++] = kids[i].pid;
+    if (n)
+        sb_info(NULL, "%d child process(es) from before start: no worker's, left alone", n);
+}
+
+/* A spared child the daemon has reaped since is no longer among its
+ * children: its pid may be anyone's next. */
+static void forget_reaped(sb_reaper *r, const sb_stray *kids, int n) {
+    for (int i = 0; i < r->spared_count;) {
+        bool child = false;
+        for (int k = 0; k < n && !child; k++)
+            child = kids[k].pid == r->spared[i];
+        if (child)
+            i++;
+        else
+            r->spared[i] = r->spared[--r->spared_count];
+    }
 }
 
 void sb_supervise_end_strays(sb_bus *d) {
@@ -46,6 +69,10 @@ void sb_supervise_end_strays(sb_bus *d) {
         r->left = 0;
         return;
     }
+    if (!more)
+        forget_reaped(r, kids, n);
+    for (int i = 0; i < r->spared_count; i++) /* neither killed nor waited for at shutdown */
+        r->workers[nw++] = r->spared[i];
     int doomed = sb_strays_doomed(kids, n, r->workers, nw, &r->left);
     if (more && !r->left)
         r->left = 1; /* not all seen: shutdown waits for the next look */

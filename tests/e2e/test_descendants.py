@@ -3,6 +3,7 @@ leave does not keep a new client out (issue 32, items 5 and 7; SPEC.md
 SB-X-18, SB-X-22, SB-X-23). The mock worker's --spawn-child starts a helper
 that leaves the worker's process group (setsid), and with double-fork also
 its parentage, as a daemonizing helper does; it logs the helper's pid."""
+import contextlib
 import os
 import time
 
@@ -134,3 +135,32 @@ def test_stubborn_retiring_workers_do_not_lock_new_clients_out(
         assert "refused" not in err
     finally:
         d.kill()
+
+
+def test_a_child_the_daemon_had_before_it_started_is_no_stray(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    # A shell that starts a job and then execs the daemon hands the job to
+    # it as its child: no worker started it, so SB-X-22 leaves it alone, and
+    # shutdown does not wait for it.
+    token = f"{300 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6:06d}"
+    log = tmp_path / "w.log"
+    cfg = {"pools": [helper_pool(mock_bin, log, "per_connection", "setsid")],
+           "limits": {"drain_timeout_sec": 2}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix",
+               wrap=["sh", "-c", f'sleep {token} & exec "$@"', "sh"])
+    job = None
+    try:
+        d.wait_stderr("child process(es) from before start")
+        job = next(int(p) for p in open(f"/proc/{d.pid}/task/{d.pid}/children").read().split())
+        c = d.connect()
+        assert ping(c, 1) is not None
+        c.close()
+        d.wait_stderr("exited with status 0")
+        wait_gone(helpers_of(log), log, "helper(s) of the exited worker")  # strays were looked at
+        assert token.encode() in open(f"/proc/{job}/cmdline", "rb").read(), "the job was killed"
+        assert d.stop() == 0
+    finally:
+        d.kill()
+        if job:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(job, 9)
