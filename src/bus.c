@@ -34,7 +34,8 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     d->workers = calloc((size_t)slots, sizeof *d->workers);
     d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
     d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
-    if (!d->workers || !d->clients || !d->free_clients ||
+    d->reaper.workers = malloc((size_t)(slots + SB_REAPER_SPARED) * sizeof *d->reaper.workers);
+    if (!d->workers || !d->clients || !d->free_clients || !d->reaper.workers ||
         sb_round_init(&d->round, slots, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
         sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, slots, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
@@ -68,5 +69,6 @@ void sb_bus_fini(sb_bus *d) {
     free(d->workers);
     free(d->clients);
     free(d->free_clients);
+    free(d->reaper.workers);
     sb_round_fini(&d->round);
 }

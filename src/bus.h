@@ -44,6 +44,19 @@ typedef struct {
     sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
 } sb_listener;
 
+/* SB-X-22: under connection affinity the daemon is its workers'
+ * descendants' reaper (supervise_strays.c). */
+#define SB_REAPER_SPARED 16
+typedef struct {
+    bool on;        /* it is a child subreaper: orphans come to it */
+    int left;       /* children that were not workers at the last look */
+    pid_t *workers; /* worker_count + SB_REAPER_SPARED entries: who is no stray, at each look */
+    /* Children it had at start, before any worker (a shell's job started
+     * before the shell exec'd the daemon): no worker's, never killed. */
+    pid_t spared[SB_REAPER_SPARED];
+    int spared_count;
+} sb_reaper;
+
 typedef struct sb_bus {
     const sb_config *cfg;
     const sb_limits *limits;
@@ -54,6 +67,7 @@ typedef struct sb_bus {
     sb_worker *workers;
     int worker_count;
     int live_workers; /* processes not yet reaped */
+    sb_reaper reaper; /* SB-X-22 */
 
     sb_peer *clients;  /* STDIO_BUS_MAX_CONNECTIONS slots */
     int *free_clients; /* slots returned, reused last-in first-out */

@@ -260,7 +260,10 @@ static void check_phase(sb_bus *d) {
         if (client_done)
             begin_shutdown(d, "stdin EOF, nothing in flight");
     }
-    if (d->phase == SB_PHASE_DRAINING && d->live_workers == 0 && clients_flushed(d))
+    /* SB-X-22: and the strays killed are reaped, so that what they leave
+     * comes back to the daemon, not to init */
+    if (d->phase == SB_PHASE_DRAINING && d->live_workers == 0 && d->reaper.left == 0 &&
+        clients_flushed(d))
         sb_phase_enter(d, SB_PHASE_DONE, 0);
 }
 
@@ -302,6 +305,8 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_fdlimit_raise(sb_bus_worker_slots(cfg));
     int rc = sb_bus_init(&d, cfg, opt);
     d.client_ended = sb_supervise_client_ended; /* SB-X-19 */
+    if (rc == 0)
+        sb_supervise_reaper_start(&d); /* SB-X-22 */
     if (rc == 0) {
         d.signal_fd = sb_signals_open();
         if (d.signal_fd < 0 || sb_loop_add(&d.loop, d.signal_fd, POLLIN, on_signal_event, &d) < 0) {

@@ -63,6 +63,11 @@ static void accept_recovered(sb_bus *d) {
 static void accept_all(sb_bus *d, int fd, bool may_wait) {
     for (;;) {
         if (may_wait && !sb_supervise_has_room(d)) {
+            /* None waiting: the next to connect wakes the listener. One
+             * waiting: it is what a slot is freed for (SB-X-23). */
+            if (!sb_net_pending(fd))
+                return;
+            sb_supervise_make_room(d);
             d->listener.waiting_for_slot = true;
             sb_loop_set(&d->loop, fd, 0);
             sb_timers_arm(&d->timers, SB_TIMER_ACCEPT, sb_now_ms() + SB_SLOT_WAIT_MS);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -131,6 +132,15 @@ bool sb_net_has_data(int fd) {
         n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     return n > 0;
+}
+
+bool sb_net_pending(int listen_fd) {
+    struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+    int n;
+    do
+        n = poll(&p, 1, 0);
+    while (n < 0 && errno == EINTR);
+    return n > 0 && (p.revents & POLLIN);
 }
 
 int sb_net_accept(int listen_fd) {

@@ -34,6 +34,10 @@ int sb_net_listen_tcp(const char *host, const char *port, char *bound, size_t bo
  * nothing is waiting. */
 bool sb_net_has_data(int fd);
 
+/* True when a connection is waiting to be accepted on the listening fd
+ * (a poll; nothing is accepted). */
+bool sb_net_pending(int listen_fd);
+
 /* Accepts one connection: non-blocking, close-on-exec. Returns the fd,
  * STDIO_BUS_EAGAIN when none is waiting, STDIO_BUS_ERR otherwise. */
 int sb_net_accept(int listen_fd);

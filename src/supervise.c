@@ -397,10 +397,10 @@ void sb_supervise_reap(sb_bus *d) {
         if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0) {
             if (errno == EINTR)
                 continue;
-            return;
+            break;
         }
         if (info.si_pid <= 0)
-            return;
+            break;
         sb_worker *w = worker_of_pid(d, info.si_pid);
         if (w)
             sb_worker_end_group(w);
@@ -410,13 +410,15 @@ void sb_supervise_reap(sb_bus *d) {
             pid = waitpid(info.si_pid, &status, WNOHANG);
         while (pid < 0 && errno == EINTR);
         if (pid <= 0)
-            return;
-        if (w) {
-            /* Routing its last lines may fail it (5.3): no signal then. */
-            w->reaped = true;
-            sb_supervise_exited(d, w, status);
-        }
+            break;
+        if (!w)
+            continue; /* a stray (SB-X-22): its exit is no worker's, nor a restart's */
+        /* Routing its last lines may fail it (5.3): no signal then. */
+        w->reaped = true;
+        sb_supervise_exited(d, w, status);
     }
+    /* SB-X-22: a worker that exited left its children to the daemon */
+    sb_supervise_end_strays(d);
 }
 
 /* SB-X-16, SB-X-19: the worker's only client ended: the worker sees the
@@ -429,6 +431,7 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w) {
         return; /* already on its way out */
     sb_info(w->peer.name, "its client ended: closing its stdin, letting it exit");
     w->retiring = true;
+    w->retired_ms = sb_now_ms();
     if (!w->pool->per_connection && !w->recycling) { /* SB-X-20: back fresh once it exits */
         w->recycling = true;
         d->router.recycling++;

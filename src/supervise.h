@@ -37,8 +37,13 @@ bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired);
  * to its worker, the worker is retired now. */
 void sb_supervise_client_ended(sb_bus *d, sb_peer *c);
 /* Whether a new connection would get a worker now: always but in a
- * per_connection pool with `instances` workers serving (SB-X-15, SB-X-21). */
+ * per_connection pool with `instances` workers serving (SB-X-15, SB-X-21)
+ * or no slot free of an exiting one (SB-X-23). */
 bool sb_supervise_has_room(const sb_bus *d);
+/* SB-X-23: for a connection waiting, when fewer than `instances` serve but
+ * no slot is free, SIGKILL to the worker retiring longest: its slot frees
+ * once it is reaped. */
+void sb_supervise_make_room(sb_bus *d);
 /* supervise.c: SB-X-16, SB-X-19: w's only client ended: its stdin closes
  * (once its queue is written), SIGTERM after stop_grace_ms. */
 void sb_supervise_retire(sb_bus *d, sb_worker *w);
@@ -46,5 +51,12 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w);
  * fails (5.3) the running worker that holds the most of them. */
 void sb_supervise_shed_orphans(sb_bus *d);
 void sb_supervise_kill_remaining(sb_bus *d);
+/* supervise_strays.c (SB-X-22): under connection affinity, makes the daemon
+ * a child subreaper (a warning when it cannot be one). */
+void sb_supervise_reaper_start(sb_bus *d);
+/* Looks at the daemon's children: SIGKILL to each that is not a running
+ * worker nor in the process group of one (re-parented to the daemon after
+ * leaving its worker's group); d->reaper.left counts the non-workers. */
+void sb_supervise_end_strays(sb_bus *d);
 void sb_supervise_stop_all(sb_bus *d);
 #endif

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "supervise.h"
 
+#include <signal.h>
 #include <stdio.h>
 
 /* Workers of the pool that serve a connection: bound to one, and not
@@ -18,8 +19,41 @@ static int serving(const sb_bus *d) {
     return n;
 }
 
+/* A slot whose last worker has been reaped (SB-X-15), or NULL. */
+static sb_worker *free_slot(const sb_bus *d) {
+    for (int i = 0; i < d->worker_count; i++)
+        if (d->workers[i].pid <= 0)
+            return &d->workers[i];
+    return NULL;
+}
+
 bool sb_supervise_has_room(const sb_bus *d) {
-    return d->cfg->affinity != SB_AFFINITY_EXCLUSIVE || serving(d) < d->cfg->pools[0].instances;
+    return d->cfg->affinity != SB_AFFINITY_EXCLUSIVE ||
+           (serving(d) < d->cfg->pools[0].instances && free_slot(d));
+}
+
+/* SB-X-23: fewer than `instances` workers serve, yet every slot holds one
+ * still exiting after its client left (one that ignores the end of its
+ * input and SIGTERM keeps its slot for stop_grace_ms + drain_timeout_sec):
+ * the one retiring longest gives its slot up now, SIGKILL to its group,
+ * rather than a client be refused while no one is served. */
+void sb_supervise_make_room(sb_bus *d) {
+    if (d->cfg->affinity != SB_AFFINITY_EXCLUSIVE || serving(d) >= d->cfg->pools[0].instances ||
+        free_slot(d))
+        return;
+    sb_worker *oldest = NULL;
+    for (int i = 0; i < d->worker_count; i++) {
+        sb_worker *w = &d->workers[i];
+        if (w->pid > 0 && !w->reaped && w->retiring &&
+            (!oldest || w->retired_ms < oldest->retired_ms))
+            oldest = w;
+    }
+    if (!oldest)
+        return;
+    sb_warn(oldest->peer.name,
+            "still exiting %lld ms after its client left: SIGKILL, to make room for a new client",
+            (long long)(sb_now_ms() - oldest->retired_ms));
+    sb_worker_signal(oldest, SIGKILL);
 }
 
 /* SB-X-21: a client the daemon cannot serve is told why in a JSON-RPC

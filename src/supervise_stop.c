@@ -23,6 +23,7 @@ void sb_supervise_kill_remaining(sb_bus *d) {
         w->reaped = true;
         sb_supervise_exited(d, w, status);
     }
+    sb_supervise_end_strays(d); /* SB-X-22: what they left, killed too */
 }
 
 /* SB-10.2-2: at shutdown no worker is restarted; each is told to stop:

@@ -42,12 +42,13 @@ typedef struct {
     size_t relay_dropped;   /* stderr bytes dropped since last reported */
     long relay_dropped_lines;
     sb_restart_history restarts;
-    bool lost_stdout; /* ... and it was its stdout (SB-I-46), not its stdin (SB-I-39) */
-    bool given_up;    /* max_restarts reached (SB-7.1.3-3) */
-    bool muted;       /* failed (5.3): its output is no longer routed */
-    bool retiring;    /* SB-X-19: its client left; it serves no one until it exits */
-    bool recycling;   /* SB-X-20: retiring, or exited, and to be restarted fresh */
-    bool term_sent;   /* SB-X-19: its stop grace is over, SIGTERM sent */
+    bool lost_stdout;   /* ... and it was its stdout (SB-I-46), not its stdin (SB-I-39) */
+    bool given_up;      /* max_restarts reached (SB-7.1.3-3) */
+    bool muted;         /* failed (5.3): its output is no longer routed */
+    bool retiring;      /* SB-X-19: its client left; it serves no one until it exits */
+    bool recycling;     /* SB-X-20: retiring, or exited, and to be restarted fresh */
+    bool term_sent;     /* SB-X-19: its stop grace is over, SIGTERM sent */
+    int64_t retired_ms; /* SB-X-23: when it began retiring, the oldest gives way first */
     char env_id[48];
     char env_pool[320];
 } sb_worker;

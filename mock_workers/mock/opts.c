@@ -16,6 +16,7 @@ static const char usage[] =
     "          --strict-members\n"
     "          --on-eof drain|stay --delay-ms MS --sleep-ms MS --split K --split-pause-ms MS\n"
     "          --coalesce N --stall read|write --stall-after N --trigger start|first\n"
+    "          --spawn-child setsid|double-fork\n"
     "  flood:  --rate PER_SEC --count N --session SID\n"
     "  spam:   --spam-bytes N\n"
     "  bad:    --bad nonjson|truncated|nonewline|binary|badutf8|longline|unknown-id|\n"
@@ -58,6 +59,7 @@ enum {
     OPT_SLEEP,
     OPT_DIE_TERM,
     OPT_STRICT,
+    OPT_CHILD,
     OPT_HELP,
 };
 
@@ -89,6 +91,7 @@ static const struct option longopts[] = {
     {"stall-after", required_argument, NULL, OPT_STALL_AFTER},
     {"delay-ms", required_argument, NULL, OPT_DELAY},
     {"sleep-ms", required_argument, NULL, OPT_SLEEP},
+    {"spawn-child", required_argument, NULL, OPT_CHILD},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -221,6 +224,10 @@ static int parse_one(mw_opts *o, int c, const char *arg) {
         return parse_long("delay-ms", arg, 0, big, &o->delay_ms);
     case OPT_SLEEP:
         return parse_long("sleep-ms", arg, 0, big, &o->sleep_ms);
+    case OPT_CHILD:
+        rc = parse_choice("spawn-child", arg, "setsid", "double-fork", &b);
+        o->child = b ? MW_CHILD_DOUBLE_FORK : MW_CHILD_SETSID;
+        return rc;
     default:
         return MC_EINVAL;
     }

@@ -20,6 +20,8 @@ typedef enum {
 
 typedef enum { MW_STALL_NONE, MW_STALL_READ, MW_STALL_WRITE } mw_stall;
 
+typedef enum { MW_CHILD_NONE, MW_CHILD_SETSID, MW_CHILD_DOUBLE_FORK } mw_child_kind;
+
 typedef struct mw_opts {
     mw_mode mode;
     const char *log_path; /* --log */
@@ -48,6 +50,7 @@ typedef struct mw_opts {
     long stall_after;     /* --stall-after N messages (0: from start) */
     long delay_ms;        /* --delay-ms: default delay of every answer */
     long sleep_ms;        /* --sleep-ms: blocking sleep before each answer */
+    mw_child_kind child;  /* --spawn-child setsid|double-fork */
 } mw_opts;
 
 /* Parses argv into o (o's strings borrow from argv). Returns MC_OK, 1 when

@@ -11,6 +11,7 @@
 #include "common/buf.h"
 #include "common/diag.h"
 #include "bad.h"
+#include "child.h"
 #include "spam.h"
 #include "status.h"
 
@@ -53,6 +54,10 @@ int mw_worker_init(mw_worker *w, const mw_opts *o, int argc, char **argv) {
         return MC_ERR;
     }
     log_start(w, argc, argv);
+    if (mw_child_spawn(&w->log, o->child) < 0) {
+        mc_diag_note("cannot start its --spawn-child helper: %s", strerror(errno));
+        return MC_ERR;
+    }
     return MC_OK;
 }
 

@@ -1,0 +1,70 @@
+/* The helper process of --spawn-child (see child.h). */
+#include "child.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/status.h"
+
+/* The helper: what a daemonized process looks like to its reaper. Its pid
+ * goes up the pipe once it is in its own session, so the worker logs it
+ * only when a test may look for it. */
+static void helper(int report_fd) {
+    signal(SIGTERM, SIG_DFL); /* the worker's handlers write to its self-pipe */
+    signal(SIGINT, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) { /* as daemon(3): the worker's pipes are not its to hold */
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+    }
+    pid_t self = getpid();
+    ssize_t r = write(report_fd, &self, sizeof self);
+    (void)r;
+    close(report_fd);
+    for (;;)
+        pause();
+}
+
+int mw_child_spawn(const mw_log *log, mw_child_kind how) {
+    int p[2];
+    if (how == MW_CHILD_NONE)
+        return MC_OK;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return MC_ERR;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        setsid();
+        if (how == MW_CHILD_DOUBLE_FORK) {
+            pid_t grandchild = fork();
+            if (grandchild != 0)
+                _exit(grandchild < 0 ? 1 : 0); /* the helper is orphaned now */
+        }
+        helper(p[1]);
+    }
+    close(p[1]);
+    pid_t helper_pid = -1;
+    ssize_t n;
+    do
+        n = read(p[0], &helper_pid, sizeof helper_pid);
+    while (n < 0 && errno == EINTR);
+    close(p[0]);
+    if (pid > 0 && how == MW_CHILD_DOUBLE_FORK)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+    if (pid < 0 || n != (ssize_t)sizeof helper_pid)
+        return MC_ERR;
+    char rec[32];
+    int len = snprintf(rec, sizeof rec, "%ld", (long)helper_pid);
+    mw_log_record(log, "child", rec, (size_t)len);
+    return MC_OK;
+}
