@@ -244,8 +244,9 @@ def test_pace_bounds_a_wait_by_the_slowest_time_seen_and_never_below_the_floor()
     p.saw("answer", 0.3)
     assert p.bound("answer", 5.0) == FACTOR * 1.2
     assert Pace.from_json(p.to_json()).bound("answer", 1.0) == FACTOR * 1.2
-    assert p.slow_note("answer", 1.3) is None            # as in the preflight
-    assert "times its slowest" in p.slow_note("answer", 7.0)
+    assert p.slow_note("answer", 1.3, 5.0) is None            # as in the preflight
+    assert p.slow_note("answer", 7.0, 20.0) is None           # far from its wait
+    assert "times its slowest" in p.slow_note("answer", 7.0, 12.0)
 
 
 def test_a_line_the_event_caused_is_told_from_what_a_sync_alone_writes():

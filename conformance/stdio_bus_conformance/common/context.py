@@ -51,7 +51,7 @@ def saw(kind: str, seconds: float) -> None:
 
 def slow_notes() -> list[str]:
     """What the running test saw take far longer than the preflight did."""
-    return [n for n in (state.pace.slow_note(k, s) for k, s in state.slowest.items()) if n]
+    return [n for n in (state.pace.slow_note(k, s, state.wait) for k, s in state.slowest.items()) if n]
 
 
 def begin_test(nodeid: str, clauses) -> None:

@@ -62,12 +62,13 @@ class Pace:
                  if getattr(self, k)]
         return ", ".join(parts) or "not measured"
 
-    def slow_note(self, kind: str, seconds: float) -> str | None:
+    def slow_note(self, kind: str, seconds: float, wait: float) -> str | None:
         """A note when a test saw an event take far longer than the preflight
-        did (half of its wait or more): the subject is much slower than its
-        own preflight, and a wait may have ended before its event."""
+        did (FACTOR / 2 times or more) and half its wait or more: the subject
+        is much slower than its own preflight, and a wait may have ended
+        before its event."""
         base = getattr(self, kind)
-        if base <= 0 or seconds < max(0.5, FACTOR / 2 * base):
+        if base <= 0 or seconds < max(wait / 2, FACTOR / 2 * base):
             return None
         return (f"the subject took {seconds:.2f} s for {WHAT[kind]} in this test, {seconds / base:.0f} times "
                 f"its slowest in the preflight ({base:.3g} s); waits give {FACTOR:g} times that: if a wait "

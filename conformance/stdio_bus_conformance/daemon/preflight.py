@@ -48,7 +48,7 @@ import signal
 import socket
 import time
 
-from . import contain
+from . import contain, evidence
 from .items import ITEMS, MODES_PREFERRED, SIGNAL_ITEMS, Result, Results
 from .bus import Bus
 from .process import describe_status
@@ -177,16 +177,22 @@ def _restart(sig: int, how: str):
 
 
 def _two_pools(bus: Bus) -> None:
+    d, mark = None, 0
     try:
         d = bus.start(pools=[bus.pool("a", 1), bus.pool("b", 1)])
         c = bus.client()
         want = {bus.worker_pids("a")[0], bus.worker_pids("b")[0]}
+        mark = d.stderr_mark()
         seen = {c.request(timeout=bus.timeout).get("result", {}).get("pid") for _ in range(4)}
         d.check()
     except DaemonCrashed as exc:
         raise Broken(f"the daemon died of {exc.signame} with two pools") from None
     except DaemonError as exc:
-        raise Broken(f"with two pools: {exc}") from None
+        reached = any(log.received() for log in bus.worker_logs())
+        said = [line for line in (d.stderr_lines(mark) if d is not None else []) if "mock_worker[" not in line]
+        raise Broken(f"with two pools, a request without a session got no answer ({exc})"
+                     + ("" if reached else ": it reached neither worker")
+                     + (f"; the daemon said: {said[-1][:200]!r}" if said else "")) from None
     if seen != want:
         raise Broken(f"4 requests without a session reached {len(seen & want)} of the 2 workers of two pools")
 
@@ -211,58 +217,72 @@ def _pipes(bus: Bus) -> None:
 
 
 def _full_pipe(bus: Bus) -> None:
-    """Lines sent much faster than the worker reads them (it sleeps before
-    each answer, reading nothing meanwhile): the pipe fills, and what it did
-    not take at once must wait in the daemon, not be dropped or cut."""
-    n, size = 100, 4096   # 400 KiB: several times what a pipe and the worker's own buffer hold
+    """Lines sent to a worker that reads nothing: its stdin pipe fills, and
+    what it does not take must wait in the daemon, not be dropped or cut.
+    The worker never reads (--stall read); the harness reads its pipe in its
+    place (opened through /proc), and only once the daemon has stopped
+    writing to it with most of the lines still to go: the daemon has met a
+    full pipe, whatever its pace (no race with a worker that reads)."""
+    n, size = 100, 4096   # 400 KiB: several times what a pipe holds
     try:
-        d = bus.start(pools=[bus.pool("p", 1, args=["--sleep-ms", "1"])])
+        d = bus.start(pools=[bus.pool("p", 1, args=["--stall", "read"])])
         c = bus.client()
-        # notifications: the worker answers none, so nothing flows back while the daemon
-        # writes (a daemon blocked in that write cannot deadlock on the worker's answers)
+        pid = bus.worker_pids()[0]
+        # notifications: the worker answers none, so nothing flows back while the daemon writes
         lines = [json.dumps({"jsonrpc": "2.0", "method": "full/note", "sessionId": "full",
                              "params": {"n": i, "pad": f"{i:06d}" * (size // 6)}}, separators=(",", ":")).encode()
                  + b"\n" for i in range(n)]
         # A daemon may stop reading this client while the worker's pipe is full
         # (backpressure, 7.3.1): the send is a flow, given a few waits to finish.
         c.send(b"".join(lines), timeout=4 * bus.timeout)
-        log = bus.worker_log()
-        # Every line goes to the same worker (one session), in order: once a probe sent
-        # after them has reached it, whatever it lacks was lost. A daemon that drops lines
-        # may drop a probe sent while its pipe is full: send another whenever the worker
-        # got nothing new for a while (the poll interval of this deadline loop).
-        def probe(k):
-            c.send(b'{"jsonrpc":"2.0","id":"full-probe-%d","method":"echo","sessionId":"full"}\n' % k)
-        probe(0)
-        now = time.monotonic()
-        deadline, probes, last, moved = now + bus.timeout, 1, -1, now
+        pipe = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
+    except DaemonCrashed as exc:
+        raise Broken(f"the daemon died of {exc.signame} writing to a worker that reads slowly") from None
+    except (DaemonError, OSError) as exc:
+        raise Broken(f"{n} lines of {size // 1024} KiB to a worker that reads nothing: {exc}") from None
+    try:
+        # the daemon met a full pipe: it holds at least half a pipe and stopped writing
+        quiet = max(0.2, FACTOR * bus.ctx.pace.answer)
+        last, since, deadline = -1, time.monotonic(), time.monotonic() + bus.timeout
         while True:
-            got = log.received()
-            if any(b'"full-probe-' in x for x in got):
-                break
-            d.check("while it wrote to a worker that reads slowly")
+            d.check("while it wrote to a worker that reads nothing")
+            held = evidence.pipe_unread(pid, 0) or 0
             now = time.monotonic()
-            if now > deadline:
+            if held != last:
+                last, since = held, now
+            elif held >= 32 * 1024 and now - since >= quiet:
                 break
-            if len(got) != last:
-                last, moved = len(got), now
-            elif now - moved > 0.25:  # nothing new reached the worker for a while
-                probe(probes)
-                probes, moved = probes + 1, now
-            time.sleep(0.02)  # the poll interval of this deadline loop (the log has no notification)
-        got = [x for x in got if b'"full-probe-' not in x]
+            if now > deadline:
+                raise Broken(f"the daemon wrote {held} bytes to a worker that reads nothing, then no more "
+                             f"within {bus.timeout:g} s")
+            time.sleep(0.01)  # the poll interval of this deadline loop (a pipe has no notification)
+        # now read in the worker's place: every line must come, whole, in order
+        got, buf, moved = [], b"", time.monotonic()
+        while len(got) < n and time.monotonic() - moved < bus.timeout:
+            d.check("while a worker's pipe was read")
+            if not select.select([pipe], [], [], 0.05)[0]:
+                continue
+            chunk = os.read(pipe, 1 << 16)
+            if chunk:
+                moved = time.monotonic()
+                buf += chunk
+                *done, buf = buf.split(b"\n")
+                got += [x + b"\n" for x in done]
     except DaemonCrashed as exc:
         raise Broken(f"the daemon died of {exc.signame} writing to a worker that reads slowly") from None
     except DaemonError as exc:
-        raise Broken(f"{n} lines of {size // 1024} KiB to a worker that reads slowly: {exc}") from None
+        raise Broken(f"{n} lines of {size // 1024} KiB to a worker that reads nothing: {exc}") from None
+    finally:
+        os.close(pipe)
     whole = set(lines)
     cut = [x for x in got if x not in whole]
     if cut:
-        raise Broken(f"a worker that reads slowly got {len(cut)} line(s) cut or altered (e.g. {len(cut[0])} bytes "
-                     f"of a {len(lines[0])}-byte line): the daemon lost what its full pipe did not take")
+        raise Broken(f"a worker whose pipe was full got {len(cut)} line(s) cut or altered (e.g. {len(cut[0])} "
+                     f"bytes of a {len(lines[0])}-byte line): lost, the daemon dropped what the full pipe did "
+                     "not take")
     if len(got) < n:
-        raise Broken(f"a worker that reads slowly got {len(got)} of {n} lines of {size // 1024} KiB: the daemon "
-                     "dropped what its full pipe did not take")
+        raise Broken(f"a worker whose pipe was full got {len(got)} of {n} lines of {size // 1024} KiB: lost, the "
+                     "daemon dropped what the full pipe did not take")
 
 
 def _line_both_ways(kib: int):

@@ -190,6 +190,7 @@ class Daemon:
         self.crash: str | None = None   # name of the signal it died of, when the harness sent none
         self.crash_phase: str | None = None   # "test" or "teardown"
         self.teardown = False
+        self.term_signal = signal.SIGTERM   # what asks it to shut down at teardown (the bus may say SIGINT)
         self.drain_timeout = config.DEFAULT_DRAIN   # its config's drain_timeout_sec (the bus sets it)
         self._shutdown_at: float | None = None  # when the harness last asked it to shut down
         self._exited = threading.Event()
@@ -523,7 +524,7 @@ class Daemon:
 
     def signal(self, sig: int) -> None:
         if self.on_signal is not None:
-            self.on_signal(sig)
+            sig = self.on_signal(sig) or sig  # the bus may send the other shutdown trigger (10.1)
         self.recorder.note(f"harness sends {signame(sig)} to the daemon")
         if sig not in (0, signal.SIGSTOP, signal.SIGCONT, signal.SIGCHLD):
             self.sent_signals.add(int(sig))
@@ -581,11 +582,11 @@ class Daemon:
         crashed_before = self.crash
         self.teardown = True
         if not self._exited.is_set() and self.proc.poll() is None:
-            self.recorder.note("teardown: SIGTERM to the daemon")
-            self.sent_signals.add(signal.SIGTERM)
+            self.recorder.note(f"teardown: {signame(self.term_signal)} to the daemon")
+            self.sent_signals.add(self.term_signal)
             self.exit_expected = True
             try:
-                os.kill(self.proc.pid, signal.SIGTERM)
+                os.kill(self.proc.pid, self.term_signal)
             except ProcessLookupError:
                 pass
             self._shutdown_at = time.monotonic()
