@@ -17,6 +17,7 @@ packages=(
   valgrind clang afl++
   clang-format-14  # ci/format-check.sh: the .clang-format of the C tree
   strace  # tests/e2e/test_hostile.py: which pids the daemon signals (skipped without it)
+  openjdk-17-jdk-headless  # javac: javabus, the independent daemon in Java (conformance/selftest/indep)
 )
 # Node.js and npm for the interop tests (tests/interop): Debian's, unless a
 # node and an npm are already installed (another vendor's nodejs bundles npm

@@ -316,7 +316,7 @@ def test_session_ends_when_its_owner_disconnects(bus):
     a.close()
     # Two connections are not ordered: b's claim may reach the daemon before
     # a's close. A claim made too early is discarded (SB-I-4): claim again.
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + wait_timeout()
     k = 0
     while True:
         k += 1
@@ -375,8 +375,10 @@ def test_sessions_do_not_expire_and_no_message_ends_them(bus):
 # -- Appendix B: worker states -----------------------------------------------------------------
 @pytest.mark.clause("SB-B-3", "SB-B-2", "SB-I-29")
 def test_worker_being_terminated_gets_no_new_message(bus):
-    slow_exit = bus.pool("p", 3, args=["--term-delay-ms", "600", "--on-eof", "stay"])
-    bus.start(pools=[slow_exit])
+    # the failed worker must outlive nine round trips (the subject's pace) and then exit by itself
+    linger = max(0.6, 2 * 9 * pace().answer)
+    slow_exit = bus.pool("p", 3, args=["--term-delay-ms", str(round(linger * 1000)), "--on-eof", "stay"])
+    bus.start({"limits": {"drain_timeout_sec": int(2 * linger) + 2}}, pools=[slow_exit])
     c = bus.client()
     bad = pid_of(c.request(session="bad"))
     # malformed output: the daemon sends SIGTERM; the worker takes 600 ms to go
@@ -404,7 +406,9 @@ def test_stopped_worker_gets_nothing_until_restarted(bus, exit_kind):
     # pipes-held: a helper keeps the worker's pipes open, so that only its exit
     # (SIGCHLD), not an EOF on its stdout, tells the daemon it is STOPPED
     pools = [bus.pool("p", 2) if exit_kind == "plain" else pipes_held_pool(bus, "p", 2)]
-    bus.start({"limits": {"restart_backoff_ms": 300}}, pools=pools, wait_workers=False)
+    # the restart comes after six round trips (the subject's pace): they all meet it STOPPED
+    bus.start({"limits": {"restart_backoff_ms": max(300, round(2000 * 6 * pace().answer))}}, pools=pools,
+              wait_workers=False)
     bus.worker_log().wait_count(lambda r: r.kind == "start", 2, what="'start' of the 2 workers")
     c = bus.client()
     gone = pid_of(c.request(session="s"))

@@ -15,6 +15,7 @@ SIGKILL, a stderr flood. Artifacts are bounded (ARTIFACT_TEST_CAP per test).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -253,6 +254,11 @@ class Bus:
             except NeverComes as exc:
                 ended = exc
                 break
+        if rc is None:  # still running: asked to stop first (a run under valgrind then reports)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(self.profile.shutdown_timeout)
         try:  # its session: what it left behind, and itself at the deadline
             os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

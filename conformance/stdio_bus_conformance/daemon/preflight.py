@@ -451,7 +451,10 @@ def paced(ctx, pace: Pace):
     prof = ctx.profile
     prof = dataclasses.replace(prof, startup_timeout=pace.bound("start", prof.startup_timeout),
                                shutdown_timeout=pace.bound("exit", prof.shutdown_timeout))
-    return dataclasses.replace(ctx, pace=pace, profile=prof, timeout=pace.bound("answer", ctx.timeout))
+    # one wait for whatever a test waits on (an answer, its workers started, a rejected
+    # config's exit): the slowest kind decides, so no wait is shorter than its event needs
+    wait = max(pace.bound(kind, ctx.timeout) for kind in ("answer", "start", "exit"))
+    return dataclasses.replace(ctx, pace=pace, profile=prof, timeout=wait)
 
 
 def run(ctx, workers: int = 6) -> Results:

@@ -88,11 +88,12 @@ def pytest_configure(config):
                             "(plugin/order.py) so its wait overlaps the rest of the suite")
     if not _active(config):
         return
+    # the floor of every wait; the subjects (Run) raise it to the preflight's pace
+    context.state.wait = config.getoption("wait_timeout") or context.DEFAULT_WAIT
     run = Run(config)
     setattr(config, STATE_KEY, run)
     for name, plugin in run.plugins().items():
         config.pluginmanager.register(plugin, name)
-    context.state.wait = config.getoption("wait_timeout") or context.DEFAULT_WAIT
     # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
     contain.become_subreaper()
     # a CI's cancel (SIGTERM) ends the run as Ctrl-C does: exit 2, reports written, nothing left

@@ -1,0 +1,70 @@
+"""Lines one byte away from the shape a daemon may take a shortcut on
+(issue 34 item 3). A daemon may recognise the common start of a JSON-RPC
+line, `{"jsonrpc":"2.0","id":`, by comparing bytes instead of parsing them;
+a line that differs from it in one byte, or stops inside it, must then be
+judged like any other line: closed when it is not JSON (4.3), forwarded when
+it is (4.2.2: no JSON-RPC validation beyond the routing fields). Every
+reading agrees on each case: the replacements below make the line either
+plainly not JSON (an unbalanced quote, a stray `+` where a token must be,
+a line cut short) or JSON with other member names and values; no byte over
+0x7f and no control byte, whose handling readings may differ on.
+"""
+
+import json
+
+import pytest
+
+from stdio_bus_conformance import NeverComes, check
+
+PREFIX = b'{"jsonrpc":"2.0","id":'
+STRUCTURAL = set(b'{}":,')
+
+
+def one_byte_off():
+    """(case id, line, is JSON) for each position of PREFIX, the byte there
+    replaced: a structural byte by '+', a letter or digit by 'X'."""
+    out = []
+    for i, b in enumerate(PREFIX):
+        head = PREFIX[:i] + (b"+" if b in STRUCTURAL else b"X") + PREFIX[i + 1:]
+        line = head + b'"near-%d","method":"near/miss","params":{"at":%d}}\n' % (i, i)
+        try:
+            valid = isinstance(json.loads(line), dict)
+        except ValueError:
+            valid = False
+        out.append((f"byte{i}", line, valid))
+    return out
+
+
+def cut_short():
+    """A line that stops inside PREFIX, at every length but 0 (a blank line)."""
+    return [(f"cut{k}", PREFIX[:k] + b"\n", False) for k in range(1, len(PREFIX) + 1)]
+
+
+@pytest.mark.modes("unix")
+@pytest.mark.stands_on("malformed")
+@pytest.mark.clause("SB-4.3-1", "SB-4.3-3")
+def test_a_line_one_byte_off_the_common_prefix_is_judged_like_any_other(bus):
+    bus.start(instances=1)
+    log = bus.worker_log()
+    for case, line, valid in one_byte_off() + cut_short():
+        c = bus.client()
+        if valid:  # JSON with other names: forwarded as it is, the client kept
+            c.send(line)
+            got = log.wait_received(line.split(b'"params"')[0][-30:])
+            check("SB-4.3-3", got.line == line, f"{case}: the worker got {got.line!r} for {line!r}")
+            c.sync()
+        else:  # not JSON: the client is closed, nothing of it forwarded
+            c.expect_closed_on(line, bound=forwarded_as_is(log, line, case))
+        c.close()
+
+
+def forwarded_as_is(log, line: bytes, case: str):
+    """Ends the wait for the close once a worker received exactly `line`:
+    the daemon took it for JSON (evidence.py's rule: it will not close)."""
+    raw = line.rstrip(b"\n")
+
+    def bound():
+        for r in log.records():
+            if r.kind == "in" and r.raw == raw:
+                raise NeverComes(f"{case}: the daemon forwarded {line!r}, which is not JSON")
+    return bound
