@@ -113,6 +113,12 @@ def clause_rows(data: dict) -> list[dict]:
                 seen[cid] = {"id": cid, "level": level, "tier": tier, "section": m.group(1) if m else "?",
                              "status": "tested", "tests": [], "outcome": "not run", "failing_tests": [],
                              "reason": "", "statement": ""}
+            seen[cid]["tests"].append(t["nodeid"])
+    for c in seen.values():  # without coverage, a clause's outcome is the worst its tests give it
+        said = [test_outcome_for(t, c["id"]) for t in data.get("tests", []) if c["id"] in t.get("clauses", [])]
+        c["outcome"] = next((o for o in RANK if o in said), "not run")
+        c["failing_tests"] = [t["nodeid"] for t in data.get("tests", []) if c["id"] in t.get("clauses", [])
+                              and test_outcome_for(t, c["id"]) in ("fail", "warn", "xfail")]
     return sorted(seen.values(), key=lambda c: (section_key(c["section"]), section_key(c["id"][3:])))
 
 

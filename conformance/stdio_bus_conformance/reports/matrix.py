@@ -104,9 +104,9 @@ def matrix_html(m: dict) -> str:
             if x is None:
                 tds.append("<td class=\"cell o-none\"></td>")
                 continue
-            sign = esc(SIGN.get(x["outcome"], x["outcome"])) or "&nbsp;"
+            sign = esc(SIGN.get(x["outcome"], x["outcome"]))
             tip = esc(f"{c['name']}: {x['outcome']}" + (f" ({x['test']}: {x['message']})" if x["test"] else ""))
-            link = f"<a href=\"{esc(c['link'])}#{anchor(r['id'])}\">{sign}</a>" if c["link"] else sign
+            link = f"<a href=\"{esc(c['link'])}#{anchor(r['id'])}\">{sign}</a>" if c["link"] and sign else sign
             tds.append(f"<td class=\"cell {css_class(x['outcome'])}\" title=\"{tip}\">{link}</td>")
         differ = len({x["outcome"] for x in r["cells"] if x}) > 1
         body.append(f"<tr class=\"clause\" id=\"{anchor(r['id'])}\" data-tier=\"{esc(r['tier'] or 'spec')}\" "
