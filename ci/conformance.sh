@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: set up, build, and run the conformance suite against our
-# daemon. Reports land in build/conformance-results/ (report.md, junit.xml,
+# daemon. Reports land in build/conformance-results/ (report.html, report.md, junit.xml,
 # results.json, artifacts/ for failures).
 set -euo pipefail
 cd "$(dirname "$0")/.."

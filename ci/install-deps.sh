@@ -18,6 +18,7 @@ packages=(
   clang-format-14  # ci/format-check.sh: the .clang-format of the C tree
   strace  # tests/e2e/test_hostile.py: which pids the daemon signals (skipped without it)
   openjdk-17-jdk-headless  # javac: javabus, the independent daemon in Java (conformance/selftest/indep)
+  chromium  # conformance/browser: report.html and matrix.html in a headless browser (playwright-core drives it)
 )
 # Node.js and npm for the interop tests (tests/interop): Debian's, unless a
 # node and an npm are already installed (another vendor's nodejs bundles npm
@@ -42,7 +43,8 @@ else
 fi
 
 # The npm software of the interop tests and benchmarks (MCP and ACP SDKs,
-# reference servers, peer tools), one package per folder, each pinned by its
+# reference servers, peer tools) and of the report's browser test
+# (playwright-core, no browser download: it drives Debian's chromium), one package per folder, each pinned by its
 # committed lockfile (npm ci: package-lock.json decides every version);
 # installed again only when the lockfile is newer than what npm installed.
 while IFS= read -r lock; do

@@ -3,6 +3,8 @@
     run.py [--daemon PATH] [--profile FILE] [--baseline FILE] [-j N] [TEST_ID ...]
     run.py --worker 'COMMAND ARGS' --worker-profile plain|jsonrpc|mcp|acp [--worker-env K=V] ...
     run.py --worker-description FILE [--worker 'COMMAND ARGS'] ...
+    run.py --compare OLD_DIR NEW_DIR          (two runs' reports compared)
+    run.py --matrix [NAME=]RUN_DIR... --report-dir OUT   (runs side by side)
 
 In worker mode the suite spawns the worker itself, plays its daemon/client,
 and judges it against WORKER_SPEC.md with the tests in worker_tests/.
@@ -131,6 +133,14 @@ def parse_args(argv):
     p.add_argument("--rerun", metavar="DIR",
                    help="rerun the test of a reproducer folder (artifacts/<test>/: its rerun.json and "
                         "profile.toml); --daemon, --mock-worker and --report-dir override what it names")
+    a = p.add_argument_group("across runs", "read report folders; run no test")
+    a.add_argument("--compare", nargs=2, metavar=("OLD_DIR", "NEW_DIR"),
+                   help="newly failing, newly passing and changed clauses between two runs: the console, "
+                        "compare.md (in --report-dir if given, else NEW_DIR) and a section in NEW_DIR/report.html; "
+                        "exit 1 when a clause newly fails")
+    a.add_argument("--matrix", nargs="+", metavar="[NAME=]RUN_DIR",
+                   help="implementation x clause: --report-dir/matrix.html and matrix.md, each cell linking to "
+                        "that run's report.html")
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.add_argument("-q", "--quiet", action="count", default=0)
     if "--" in argv:
@@ -138,6 +148,11 @@ def parse_args(argv):
         opts, extra = p.parse_args(argv[:i]), argv[i + 1:]
     else:
         opts, extra = p.parse_args(argv), []
+    opts.report_dir_given = any(a == "--report-dir" or a.startswith("--report-dir=") for a in argv)
+    if opts.compare and opts.matrix:
+        p.error("--compare and --matrix: one at a time")
+    if opts.matrix and not opts.report_dir_given:
+        p.error("--matrix: name the folder to write matrix.html in with --report-dir OUT")
     if worker_mode(opts):
         clash = [o for o, v in (("--daemon", opts.daemon), ("--profile", opts.profile),
                                 ("--mock-worker", opts.mock_worker)) if v]
@@ -275,6 +290,11 @@ class _Capture:
 
 def main(argv=None) -> int:
     opts, extra = parse_args(sys.argv[1:] if argv is None else argv)
+    if opts.compare or opts.matrix:
+        from . import across
+        if opts.compare:
+            return across.compare_runs(*opts.compare, opts.report_dir if opts.report_dir_given else None)
+        return across.matrix_runs(opts.matrix, opts.report_dir)
     if opts.seed is None:
         opts.seed = random.SystemRandom().randrange(1, 2**31)
     # xdist workers import the plugin too: make the package importable there

@@ -154,7 +154,7 @@ class Finish:
                 tr.write_line(f"reproducer for {r.nodeid}: {r.artifact_dir}")
         if self.paths is not None:
             tr.write_line(f"reports: {os.path.dirname(self.paths['results.json'])}/"
-                          "{results.json,junit.xml,report.md}")
+                          "{report.html,report.md,results.json,junit.xml}")
         if self.baseline_written is not None:
             tr.write_line(f"baseline written: {self.baseline_written[0]} "
                           f"({self.baseline_written[1]} expected failures)")

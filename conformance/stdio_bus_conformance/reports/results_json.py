@@ -22,7 +22,7 @@ def results_json(s: RunSummary) -> dict:
             "gate": {"ok": not s.coverage.gate_failures, "failures": s.coverage.gate_failures},
             "sections": s.coverage.sections,
             "clauses": [{"id": c.id, "level": c.level, "tier": c.tier, "section": c.section, "check": c.check,
-                         "status": c.status, "tests": c.tests, "outcome": c.outcome,
+                         "statement": c.statement, "status": c.status, "tests": c.tests, "outcome": c.outcome,
                          "reason": c.reason, "partial": c.partial, "failing_tests": c.failing_tests,
                          "notes": c.notes, **({"bite": c.bite} if c.bite else {})}
                         for c in s.coverage.clauses],
