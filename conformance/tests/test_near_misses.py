@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from stdio_bus_conformance import NeverComes, check
+from stdio_bus_conformance import NeverComes, check, pid_of
 
 PREFIX = b'{"jsonrpc":"2.0","id":'
 STRUCTURAL = set(b'{}":,')
@@ -68,3 +68,24 @@ def forwarded_as_is(log, line: bytes, case: str):
             if r.kind == "in" and r.raw == raw:
                 raise NeverComes(f"{case}: the daemon forwarded {line!r}, which is not JSON")
     return bound
+
+
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-6.1.3-1", "SB-6.1.3-2")
+def test_a_key_one_byte_off_sessionid_makes_no_session(bus):
+    # A member whose name differs from "sessionId" in one byte is not a
+    # sessionId: two such requests in a row from one client, with nothing
+    # else in between, go round-robin to the two workers, as any message
+    # without a session does (6.1.3), never both to one (a session made of it)
+    bus.start(instances=2)
+    c = bus.client()
+    key = b"sessionId"
+    for i in range(len(key)):
+        name = key[:i] + (b"X" if key[i:i + 1] != b"X" else b"Y") + key[i + 1:]
+        pids = []
+        for k in range(2):
+            req = f"nk-{i}-{k}"
+            c.send(b'{"jsonrpc":"2.0","id":"%s","method":"near/key","%s":"near-s"}\n' % (req.encode(), name))
+            pids.append(pid_of(c.recv_response(req)))
+        assert pids[0] != pids[1], \
+            f"two requests with a member {name.decode()!r} (not sessionId) both went to worker {pids[0]}"

@@ -250,6 +250,14 @@ def attach(coverage, map_path, results_path) -> None:
     for c in mandatory:
         c.bite = bites[c.id].status
     coverage.bite = to_json(bites, str(map_path), str(results_path) if verification else "", when)
+    # SHOULD/MAY clauses this run judges (the profile claims them): reported, not gated yet (issue 34)
+    optional = [c for c in coverage.clauses if c.level not in ("MUST", "MUST NOT") and c.check == "black-box"
+                and c.outcome != "not judged"]
+    extra = compute([c.id for c in optional], bmap, verification)
+    for c in optional:
+        c.bite = extra[c.id].status
+    coverage.bite["optional"] = {"summary": summary(extra),
+                                 "not_proven": sorted(cid for cid, b in extra.items() if b.status != "proven")}
     if problem:
         coverage.bite["error"] = problem
     if coverage.complete and coverage.gated:
@@ -267,6 +275,11 @@ def json_lines(data: dict, gate: bool) -> list[str]:
     bites = {cid: ClauseBite(cid, v["status"], v["breaks"], v["verified"], v["no_bite"])
              for cid, v in data["clauses"].items()}
     out = lines(bites, gate)
+    opt = data.get("optional")
+    if opt:
+        o = opt["summary"]
+        out.append(f"bite map: {o['proven']} of {o['total']} SHOULD/MAY clauses judged here proven to bite "
+                   f"(reported, not gated); not proven: {', '.join(opt['not_proven']) or 'none'}")
     src = data.get("verification") or "none found"
     out.insert(1, f"  verification: {src}" + (f" ({data['verified_at']})" if data.get("verified_at") else ""))
     if data.get("error"):

@@ -925,6 +925,17 @@ final class Bus {
             Log.warn(c.name() + ": no worker available; message " + describe(r) + " discarded");
             return;
         }
+        // 6.3.1 "route the Response to the originating Client": another client's request with
+        // this id already pending on w would make the answers indistinguishable (E10)
+        if (isRequest && idHeldByOther(w, r.idKey, c)) {
+            Worker alt = (r.sessionId == null || newSession) ? pickWorkerFreeOf(r.idKey, c) : null;
+            if (alt == null) {
+                Log.warn(c.name() + ": request " + describe(r) + " uses an id another client has pending on "
+                        + w.name() + "; discarded");
+                return;
+            }
+            w = alt;
+        }
         if (isRequest && pendingTotal >= Config.MAX_PENDING_REQUESTS) {
             Log.warn(c.name() + ": pending request table full (STDIO_BUS_MAX_PENDING_REQUESTS="
                     + Config.MAX_PENDING_REQUESTS + "); request " + describe(r) + " discarded");
@@ -945,6 +956,27 @@ final class Bus {
         }
         if (Log.on(Log.DEBUG)) Log.debug(c.name() + " -> " + w.name() + ": " + describe(r) + " (" + len + " bytes)");
         deliver(c, w.inc, msg);
+    }
+
+    private static boolean idHeldByOther(Worker w, String idKey, Client c) {
+        ArrayDeque<Pending> dq = w.pending.get(idKey);
+        if (dq == null) return false;
+        for (Pending p : dq) if (p.client != c) return true;
+        return false;
+    }
+
+    /** The next RUNNING worker (round-robin) where no other client has idKey pending. */
+    private Worker pickWorkerFreeOf(String idKey, Client c) {
+        int n = workers.size();
+        for (int i = 0; i < n; i++) {
+            int idx = (rrNext + i) % n;
+            Worker w = workers.get(idx);
+            if (w.state == WState.RUNNING && w.inc != null && !idHeldByOther(w, idKey, c)) {
+                rrNext = (idx + 1) % n;
+                return w;
+            }
+        }
+        return null;
     }
 
     private Worker pickWorker() {
