@@ -51,6 +51,11 @@ static void orphan_visit_request(void *ctx, const sb_request *q) {
         v->on_request(v->ctx, q);
 }
 
+void sb_router_add_client(sb_router *r, int client) {
+    (void)client;
+    r->clients++;
+}
+
 int sb_router_drop_client(sb_router *r, int client, void (*on_request)(void *, const sb_request *),
                           void *ctx, int *requests) {
     drop_visit v = {r, on_request, ctx};
@@ -58,6 +63,7 @@ int sb_router_drop_client(sb_router *r, int client, void (*on_request)(void *, c
     *requests = sb_pending_orphan_sender(&r->requests, client, orphan_visit_request, &v);
     r->orphans += *requests;
     sb_pending_drop_receiver(&r->upstream, client, NULL, NULL);
+    r->clients--;
     return sessions;
 }
 
@@ -259,13 +265,56 @@ static int pick_bound(sb_router *r, int client, const sb_request_key *q, sb_rout
     return w;
 }
 
-static void hold(sb_route *d) {
+static void hold_for(sb_route *d, sb_route_why why) {
     d->action = SB_ROUTE_HOLD;
-    d->why = SB_WHY_ID_IN_USE;
+    d->why = why;
+}
+
+static void hold(sb_route *d) {
+    hold_for(d, SB_WHY_ID_IN_USE);
 }
 
 static bool is_response(const sb_fields *f) {
     return f->result.type != SB_JSON_ABSENT || f->error.type != SB_JSON_ABSENT;
+}
+
+/* SB-I-14: the client answers a server-to-client request: to the worker
+ * that sent it, else to the worker of the client's session. */
+static void route_answer(sb_router *r, int client, sb_route *d) {
+    const sb_token *id = &d->fields.id, *sid = &d->fields.session_id;
+    bool has_id = id->type != SB_JSON_ABSENT, has_sid = sid->type != SB_JSON_ABSENT;
+    if (has_id) {
+        int w = sb_pending_take(&r->upstream, client, key_of(id), has_sid ? sid->raw : NULL,
+                                has_sid ? sid->raw_len : 0);
+        if (w >= 0 && r->running[w]) {
+            d->action = SB_ROUTE_TO_WORKER;
+            d->target = w;
+            return;
+        }
+    }
+    if (has_sid) {
+        sb_session *s = sb_sessions_find(&r->sessions, sid->raw, sid->raw_len);
+        if (s && s->client == client && r->running[s->worker]) {
+            d->action = SB_ROUTE_TO_WORKER;
+            d->target = s->worker;
+            return;
+        }
+    }
+    drop(d, SB_WHY_NO_REQUEST);
+}
+
+/* SB-I-54: answers pass a held request (its worker may wait for them
+ * before it answers anything); what is not an answer, malformed lines
+ * included, waits for its turn. */
+sb_route sb_router_answer_from_client(sb_router *r, int client, const char *line, size_t len) {
+    sb_route d = {0};
+    if (!extract(&d, line, len) || !is_response(&d.fields) ||
+        d.fields.method.type != SB_JSON_ABSENT) {
+        hold(&d);
+        return d;
+    }
+    route_answer(r, client, &d);
+    return d;
 }
 
 sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_t len) {
@@ -276,25 +325,7 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     bool has_id = id->type != SB_JSON_ABSENT, has_sid = sid->type != SB_JSON_ABSENT;
 
     if (is_response(&d.fields) && d.fields.method.type == SB_JSON_ABSENT) {
-        /* SB-I-14: the client answers a server-to-client request. */
-        if (has_id) {
-            int w = sb_pending_take(&r->upstream, client, key_of(id), has_sid ? sid->raw : NULL,
-                                    has_sid ? sid->raw_len : 0);
-            if (w >= 0 && r->running[w]) {
-                d.action = SB_ROUTE_TO_WORKER;
-                d.target = w;
-                return d;
-            }
-        }
-        if (has_sid) {
-            sb_session *s = sb_sessions_find(&r->sessions, sid->raw, sid->raw_len);
-            if (s && s->client == client && r->running[s->worker]) {
-                d.action = SB_ROUTE_TO_WORKER;
-                d.target = s->worker;
-                return d;
-            }
-        }
-        drop(&d, SB_WHY_NO_REQUEST);
+        route_answer(r, client, &d);
         return d;
     }
 
@@ -308,14 +339,16 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     }
     const sb_request_key *request = has_id ? &q : NULL;
     if (has_id) {
-        /* SB-I-51: a quarter of the table, or more while as much stays free */
+        /* SB-I-51: a quarter of the table, or more while as much stays
+         * free; SB-I-54: beyond that the request waits, with the client's
+         * later input, never dropped */
         int held = sb_pending_count_sender(&r->requests, client);
         if (held >= r->client_share && held >= r->requests.capacity - r->requests.count) {
-            drop(&d, SB_WHY_CLIENT_SHARE);
+            hold_for(&d, SB_WHY_CLIENT_SHARE);
             return d;
         }
         if (r->requests.count >= r->requests.capacity) {
-            drop(&d, SB_WHY_PENDING_FULL); /* SB-I-18 */
+            hold_for(&d, SB_WHY_PENDING_FULL); /* SB-I-18, SB-I-54 */
             return d;
         }
     }

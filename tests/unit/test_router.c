@@ -18,10 +18,18 @@ static void fini(void) {
 }
 
 /* A router with `workers` workers, all running, and 8 client slots. */
-static void start(int workers) {
+/* A router with `workers` running workers and `clients` connected clients
+ * (slots 0 ..). */
+static void start_with(int workers, int clients) {
     cr_assert_eq(sb_router_init(&r, workers, 8), STDIO_BUS_OK);
     for (int w = 0; w < workers; w++)
         sb_router_set_running(&r, w, true);
+    for (int c = 0; c < clients; c++)
+        sb_router_add_client(&r, c);
+}
+
+static void start(int workers) {
+    start_with(workers, 8);
 }
 
 static sb_route from_client(int client, const char *line) {
@@ -624,11 +632,12 @@ Test(router, full_pending_table_drops_requests_only) {
         expect_to_worker(from_client(i % 8, line), i % 2);
     }
     cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
-    expect_outcome(from_client(0, "{\"id\":\"x\",\"method\":\"m\"}"), SB_ROUTE_DROP,
+    /* SB-I-54: held, not dropped: nothing recorded, offered again later */
+    expect_outcome(from_client(0, "{\"id\":\"x\",\"method\":\"m\"}"), SB_ROUTE_HOLD,
                    SB_WHY_PENDING_FULL);
     expect_outcome(from_client(0, "{\"id\":\"x\",\"method\":\"m\",\"sessionId\":\"new\"}"),
-                   SB_ROUTE_DROP, SB_WHY_PENDING_FULL);
-    cr_assert_eq(r.sessions.count, 0, "a dropped request must not create a session");
+                   SB_ROUTE_HOLD, SB_WHY_PENDING_FULL);
+    cr_assert_eq(r.sessions.count, 0, "a held request must not create a session");
     /* Notifications still flow; a response frees a slot. */
     expect_to_worker(from_client(0, "{\"method\":\"m\"}"), 0);
     expect_to_client(from_worker(1, "{\"id\":3,\"result\":1}"), 3);
@@ -689,13 +698,13 @@ static void client_asks(int client, int n, sb_route_why last) {
         if (last == SB_WHY_NONE || i + 1 < n)
             expect_to_worker(d, r.worker_count == 1 ? 0 : d.target);
         else
-            expect_outcome(d, SB_ROUTE_DROP, last);
+            expect_outcome(d, SB_ROUTE_HOLD, last); /* SB-I-54: it waits */
     }
 }
 
-Test(router, client_request_beyond_its_share_is_dropped_and_other_clients_served) {
-    /* SB-I-51: alone, a client may have half the table in flight (a quarter,
-     * or more while as much stays free), and no more */
+Test(router, client_request_beyond_its_share_is_held_and_other_clients_served) {
+    /* SB-I-51: beside others, a client may have half the table in flight (a
+     * quarter, or more while as much stays free); SB-I-54: the next waits */
     start(1);
     client_asks(0, STDIO_BUS_MAX_PENDING_REQUESTS / 2, SB_WHY_NONE);
     client_asks(0, 1, SB_WHY_CLIENT_SHARE);
