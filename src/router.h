@@ -81,7 +81,9 @@ typedef struct {
     int *orphans_on;    /* per worker: how many of them it holds (SB-I-53) */
     int client_share;   /* SB-I-51: requests one client may always have pending */
     int upstream_share; /* SB-I-52: most worker requests one client may owe answers to */
-    int orphan_budget;  /* SB-I-53: most requests of departed clients before one is shed */
+    int floor_free;     /* SB-I-51: entries the connected clients' floors still hold free */
+    int upstream_floor_free; /* SB-I-52: likewise in the table of worker requests */
+    int orphan_budget;       /* SB-I-53: most requests of departed clients before one is shed */
 } sb_router;
 
 /* Fair shares of the tables (SB-I-51..SB-I-53): a quarter of the pending
@@ -94,6 +96,11 @@ typedef struct {
 #define SB_ROUTER_CLIENT_SHARE   (STDIO_BUS_MAX_PENDING_REQUESTS / 4)
 #define SB_ROUTER_UPSTREAM_SHARE 256
 #define SB_ROUTER_ORPHAN_BUDGET  (STDIO_BUS_MAX_PENDING_REQUESTS / 2)
+/* Floors (issue 32): entries of each table reserved for every connected
+ * client, whatever the others hold: the table over MAX_CONNECTIONS, so
+ * 1024 clients at their floor fill it and no more. Beyond its floor a
+ * client takes only what leaves every connected client's floor free. */
+#define SB_ROUTER_FLOOR (STDIO_BUS_MAX_PENDING_REQUESTS / STDIO_BUS_MAX_CONNECTIONS)
 
 /* Allocates every table once, sized from the hard limits. Workers start
  * not running. Returns 0 or STDIO_BUS_ERR. */

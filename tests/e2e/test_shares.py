@@ -223,3 +223,56 @@ def test_a_held_clients_answer_to_its_worker_passes_its_held_request(
         assert "client_reply" in got[0]["result"] and got[1]["result"]["method"] == "m", got
     finally:
         d.kill()
+
+
+def test_three_connections_that_fill_the_pending_table_leave_another_its_floor(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    # Issue 32 item 2 (SB-I-51): 2,048 + 1,024 + 1,024 never answered used to
+    # leave an innocent client 0 of 4 answers.
+    cfg = {"pools": [{"id": "p", "command": mock_bin, "args": [], "instances": 2}]}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        innocent = d.connect()
+        hogs = [d.connect() for _ in range(3)]
+        for k, h in enumerate(hogs):
+            send_async(h, unanswered(f"hog{k}", 2048))
+        d.wait_stderr("its next request waits until some are answered", count=2)
+        innocent.send(b"".join(line_of({"jsonrpc": "2.0", "id": f"i{k}", "method": "m"}) for k in range(4)))
+        got_i = answered(innocent, {f"i{k}" for k in range(4)}, timeout=5.0)
+        print(f"beside three hogs: innocent {got_i} of 4")
+        assert got_i == 4
+    finally:
+        d.kill()
+
+
+def test_sixteen_deaf_connections_leave_others_their_floor_of_worker_requests(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    # Issue 32 item 2 (SB-I-52): 16 x 256 roots/list never answered filled the
+    # 4,096 entries; the others' sampling requests then reached no one.
+    cfg = {"pools": [{"id": "p", "command": mock_bin, "args": [], "instances": 2}]}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        others = [d.connect() for _ in range(2)]  # connected: their floor is kept (issue 32)
+        for i, c in enumerate(others):
+            c.send_json({"jsonrpc": "2.0", "id": "hello", "method": "m", "sessionId": f"o{i}"})
+            assert c.line() is not None
+        deafs = []
+        for k in range(17):
+            deaf = d.connect()
+            deafs.append(deaf)
+            deaf.send_json({"jsonrpc": "2.0", "id": "hello", "method": "m", "sessionId": f"deaf{k}"})
+            assert deaf.line() is not None
+            ask = line_of({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list",
+                           "sessionId": f"deaf{k}"}).decode()
+            deaf.send_json({"jsonrpc": "2.0", "method": "go", "sessionId": f"deaf{k}",
+                            "params": {"mock": {"emit": ask, "emit_repeat": 256}}})
+        d.wait_stderr("discarding request:")  # the table of worker requests is as full as it gets
+        for i, c in enumerate(others):
+            c.send_json({"jsonrpc": "2.0", "id": f"call-{i}", "method": "tools/call", "sessionId": f"o{i}",
+                         "params": {"mock": {"request": {"method": "sampling/createMessage"}}}})
+        done = [until_answered(c, f"call-{i}", timeout=5.0) for i, c in enumerate(others)]
+        completed = sum(m is not None for m in done)
+        print(f"beside 17 deaf connections: {completed} of 2 tool calls completed")
+        assert completed == 2
+    finally:
+        d.kill()
