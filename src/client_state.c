@@ -1,6 +1,5 @@
 #include "client_state.h"
 #include "log.h"
-#include "router.h"
 #include "watch.h"
 
 #include <stddef.h>
@@ -79,10 +78,11 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
         break;
     case SB_CLIENT_HELD:
         sb_list_push(&d->round.held, c);
-        if (c->in_eof) /* SB-I-41: an ended input's answers are owed until drain_timeout_sec */
+        /* SB-I-45, SB-I-54: a client is never closed for waiting (issue 32:
+         * an id squatted on every worker by others closed the innocent); an
+         * ended input's answers are owed until drain_timeout_sec (SB-I-41) */
+        if (c->in_eof)
             sb_bus_arm(d, c, SB_TIMER_HELD, seconds_from_now(d->limits->drain_timeout_sec));
-        else if (c->held_why == SB_WHY_ID_IN_USE) /* SB-I-54: a throttled client is never closed */
-            sb_bus_arm(d, c, SB_TIMER_HELD, seconds_from_now(d->limits->backpressure_timeout_sec));
         break;
     case SB_CLIENT_ENDING: /* stdio: the daemon lingers instead (SB-I-5) */
         if (d->mode != SB_MODE_STDIO) {

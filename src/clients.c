@@ -286,18 +286,9 @@ void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
             sb_client_doom(d, c);
         }
         break;
-    case SB_TIMER_HELD:
-        if (c->in_eof) { /* SB-I-41, as SB_TIMER_ENDING */
-            sb_warn(c->name,
-                    "answers still owed after drain_timeout_sec=%d: closing the connection",
-                    d->limits->drain_timeout_sec);
-            sb_client_doom(d, c);
-            break;
-        }
-        sb_error(c->name, /* SB-I-45 */
-                 "request held for backpressure_timeout_sec=%d: its id stays in use on every "
-                 "worker it could go to: closing",
-                 d->limits->backpressure_timeout_sec);
+    case SB_TIMER_HELD: /* armed once its input ended: SB-I-41, as SB_TIMER_ENDING */
+        sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+                d->limits->drain_timeout_sec);
         sb_client_doom(d, c);
         break;
     case SB_TIMER_ENDING: /* SB-I-41: settled ones were closed by sb_clients_close_ended */

@@ -153,7 +153,7 @@ Test(clients, held_client_is_released_when_its_id_is_answered) {
     sb_relay_read(&d, c);
     cr_assert_eq(c->state, SB_CLIENT_HELD);
     cr_assert(held(c));
-    cr_assert(timer_armed(c, SB_TIMER_HELD));
+    cr_assert_not(timer_armed(c, SB_TIMER_HELD), "never closed for waiting (SB-I-45)");
     cr_assert(reads(c), "a held client is read for its answers while its buffer has room");
     cr_assert(sb_clients_has_pending(&d, c));
 
