@@ -45,8 +45,6 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }
-    if (opt->mode == SB_MODE_STDIO) /* SB-I-51: the one client has no one to share with */
-        d->router.client_share = STDIO_BUS_MAX_PENDING_REQUESTS;
     /* Client slots are handed out from clients_fresh up (slot 0 first), so
      * the table's pages are touched only as far as connections reach (RSS
      * at start, issue 26); a never-used slot is all zero: SB_PEER_FREE. */

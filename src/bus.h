@@ -147,7 +147,7 @@ enum {
     SB_TIMERS_PER_PEER
 };
 enum {
-    SB_TIMER_HELD = 1, /* client: HELD for backpressure_timeout_sec (SB-I-45) */
+    SB_TIMER_HELD = 1, /* client: HELD after its input ended, for drain_timeout_sec (SB-I-41) */
     SB_TIMER_ENDING,   /* client: ENDING for drain_timeout_sec (SB-I-41) */
     SB_TIMER_CLOSING   /* client: CLOSING for drain_timeout_sec (SB-X-14) */
 };

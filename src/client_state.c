@@ -78,7 +78,11 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
         break;
     case SB_CLIENT_HELD:
         sb_list_push(&d->round.held, c);
-        sb_bus_arm(d, c, SB_TIMER_HELD, seconds_from_now(d->limits->backpressure_timeout_sec));
+        /* SB-I-45, SB-I-54: a client is never closed for waiting (issue 32:
+         * an id squatted on every worker by others closed the innocent); an
+         * ended input's answers are owed until drain_timeout_sec (SB-I-41) */
+        if (c->in_eof)
+            sb_bus_arm(d, c, SB_TIMER_HELD, seconds_from_now(d->limits->drain_timeout_sec));
         break;
     case SB_CLIENT_ENDING: /* stdio: the daemon lingers instead (SB-I-5) */
         if (d->mode != SB_MODE_STDIO) {

@@ -48,6 +48,7 @@ sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
         return NULL;
     }
     d->client_count++;
+    sb_router_add_client(&d->router, slot); /* SB-I-51: it has a share from now on */
     return c;
 }
 
@@ -162,8 +163,12 @@ static void client_input_ended(sb_bus *d, sb_peer *c) {
         return;
     }
     sb_info(c->name, "end of input from the client: closing once its answers are delivered");
-    if (c->state == SB_CLIENT_OPEN) /* a held one ends once its line is offered */
+    if (c->state == SB_CLIENT_HELD) { /* its line is offered again, held with the deadline */
         sb_client_enter(d, c, SB_CLIENT_ENDING);
+        sb_relay_mark_ready(d, c);
+    } else if (c->state == SB_CLIENT_OPEN) {
+        sb_client_enter(d, c, SB_CLIENT_ENDING);
+    }
 }
 
 /* Closes the clients of client_input_ended that are owed nothing more;
@@ -281,11 +286,9 @@ void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
             sb_client_doom(d, c);
         }
         break;
-    case SB_TIMER_HELD: /* SB-I-45 */
-        sb_error(c->name,
-                 "request held for backpressure_timeout_sec=%d: its id stays in use on every "
-                 "worker it could go to: closing",
-                 d->limits->backpressure_timeout_sec);
+    case SB_TIMER_HELD: /* armed once its input ended: SB-I-41, as SB_TIMER_ENDING */
+        sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+                d->limits->drain_timeout_sec);
         sb_client_doom(d, c);
         break;
     case SB_TIMER_ENDING: /* SB-I-41: settled ones were closed by sb_clients_close_ended */

@@ -26,6 +26,7 @@ void sb_frame_init(sb_frame *f, size_t max) {
     f->cap = 0;
     f->max = max;
     f->filled = 0;
+    f->ahead = 0;
 }
 
 void sb_frame_fini(sb_frame *f) {
@@ -38,6 +39,7 @@ char *sb_frame_space(sb_frame *f, size_t *avail) {
      * after the move it sits at or after start, and only bytes behind
      * lines already returned get moved. */
     if (f->start > 0) {
+        f->ahead = f->ahead > f->start ? f->ahead - f->start : 0;
         f->len -= f->start;
         if (f->len > 0)
             memmove(f->data, f->data + f->start, f->len);
@@ -101,6 +103,40 @@ void sb_frame_unread(sb_frame *f, size_t n) {
     assert(n <= f->start);
     f->start -= n;
     f->scanned = 0;
+}
+
+/* f->ahead is an offset in data like start, so returning lines does not
+ * move it; it means nothing once start has passed it. */
+void sb_frame_hold(sb_frame *f, size_t n) {
+    if (f->ahead < f->start + n)
+        f->ahead = f->start + n;
+}
+
+long sb_frame_peek(const sb_frame *f, const char **line) {
+    if (f->ahead <= f->start || f->ahead >= f->len)
+        return STDIO_BUS_EAGAIN;
+    const char *nl = memchr(f->data + f->ahead, '\n', f->len - f->ahead);
+    if (!nl)
+        return STDIO_BUS_EAGAIN;
+    *line = f->data + f->ahead;
+    return (long)(nl - *line) + 1;
+}
+
+void sb_frame_pass(sb_frame *f, size_t n) {
+    f->ahead += n;
+}
+
+void sb_frame_cut(sb_frame *f, size_t n) {
+    assert(f->ahead + n <= f->len);
+    memmove(f->data + f->ahead, f->data + f->ahead + n, f->len - f->ahead - n);
+    f->len -= n;
+    if (f->scanned > f->ahead - f->start)
+        f->scanned = f->ahead - f->start;
+}
+
+size_t sb_frame_room(const sb_frame *f) {
+    size_t held = f->len - f->start;
+    return held < f->max ? f->max - held : 0;
 }
 
 size_t sb_frame_pending(const sb_frame *f) {

@@ -23,6 +23,7 @@ typedef struct {
     size_t cap;     /* bytes allocated */
     size_t max;     /* max_input_buffer: a line incl. its '\n' must fit */
     int filled;     /* the last read took all the space offered */
+    size_t ahead;   /* look-ahead: lines from start up to here were passed over (SB-I-54) */
 } sb_frame;
 
 /* Sets up an empty buffer; allocates nothing. */
@@ -56,6 +57,22 @@ long sb_frame_next(sb_frame *f, const char **line);
  * next call returns it again (a line that cannot be routed yet, SB-I-45).
  * Call it before any sb_frame_space or sb_frame_commit. */
 void sb_frame_unread(sb_frame *f, size_t n);
+
+/* Look-ahead past a line that must wait (SB-I-54: a held client's
+ * answers to its workers' requests are not kept behind its held request).
+ * sb_frame_hold marks the line of n bytes just given back by
+ * sb_frame_unread as the one that waits; sb_frame_peek returns the next
+ * complete line after it and those already passed over (> 0, its length)
+ * or STDIO_BUS_EAGAIN, without returning it; sb_frame_pass passes over it
+ * (it stays, in its place), sb_frame_cut removes it from the buffer. The
+ * lines passed over are returned by sb_frame_next in their order. */
+void sb_frame_hold(sb_frame *f, size_t n);
+long sb_frame_peek(const sb_frame *f, const char **line);
+void sb_frame_pass(sb_frame *f, size_t n);
+void sb_frame_cut(sb_frame *f, size_t n);
+/* Bytes that may still be read before the buffer holds max_input_buffer
+ * bytes not yet returned (0: a held input is not read, SB-I-54). */
+size_t sb_frame_room(const sb_frame *f);
 
 /* Bytes buffered and not yet returned as lines. */
 size_t sb_frame_pending(const sb_frame *f);

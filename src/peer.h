@@ -47,6 +47,7 @@ typedef struct sb_peer {
     bool in_parked;        /* in_fd taken off the loop: hung up while paused */
     bool share_warned;     /* client: SB-I-51 said, until a request of it is recorded again */
     bool upstream_warned;  /* client: SB-I-52 said, until a worker request to it is recorded */
+    int held_why;          /* client in SB_CLIENT_HELD: why (an sb_route_why) */
     bool
         close_when_written; /* worker: its client ended, its stdin closes once out is written (SB-X-19) */
     size_t counted;         /* client: the bytes of its buffers in d->client_bytes (SB-X-17) */

@@ -262,7 +262,18 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
     case SB_ROUTE_IGNORE:
         return true;
     case SB_ROUTE_HOLD:
-        if (sb_log_enabled(SB_LOG_DEBUG)) {
+        c->held_why = (int)r.why;
+        if (r.why == SB_WHY_CLIENT_SHARE || r.why == SB_WHY_PENDING_FULL) {
+            if (!c->share_warned) { /* SB-I-54: one warning per episode */
+                format_tokens(&r.fields, tokens, sizeof tokens);
+                sb_warn(c->name,
+                        "holding its input:%s%s %s (%d requests of it pending): its next request "
+                        "waits until some are answered",
+                        tokens, colon_after(tokens), sb_router_why(r.why),
+                        sb_pending_count_sender(&d->router.requests, c->index));
+            }
+            c->share_warned = true;
+        } else if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
             sb_debug(c->name, "holding:%s%s %s", tokens, colon_after(tokens), sb_router_why(r.why));
         }
@@ -272,15 +283,7 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         return true;
     case SB_ROUTE_DROP:
         format_tokens(&r.fields, tokens, sizeof tokens);
-        if (r.why == SB_WHY_CLIENT_SHARE) { /* SB-I-51: one warning per episode */
-            if (!c->share_warned)
-                sb_warn(c->name,
-                        "discarding message:%s%s %s (%d requests): its requests are refused until "
-                        "some are answered",
-                        tokens, colon_after(tokens), sb_router_why(r.why),
-                        sb_pending_count_sender(&d->router.requests, c->index));
-            c->share_warned = true;
-        } else if (r.why == SB_WHY_FOREIGN_SESSION)
+        if (r.why == SB_WHY_FOREIGN_SESSION)
             sb_warn(c->name, "discarding message:%s%s %s (client slot %d)", tokens,
                     colon_after(tokens), sb_router_why(r.why), r.other);
         else
@@ -298,7 +301,7 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         }
         if (r.new_binding) /* SB-X-11 */
             sb_info(c->name, "bound to %s (affinity)", w->name);
-        if (c->share_warned && r.is_request) { /* SB-I-51: the episode is over */
+        if (c->share_warned && r.is_request) { /* SB-I-54: the episode is over */
             c->share_warned = false;
             sb_info(c->name, "back within its share of the pending request table");
         }
@@ -365,11 +368,41 @@ static sb_relay_verdict verdict(sb_relay_event event, sb_route_why why) {
     return v;
 }
 
+/* SB-I-54: a held client's answers to its workers' requests are routed as
+ * they are read, past its held request: the worker may answer nothing
+ * until it has them, and the held request waits for one of its answers.
+ * The other lines stay in their order behind the held one. */
+static void route_answers_ahead(sb_bus *d, sb_peer *c) {
+    const char *line;
+    long n;
+    char tokens[200];
+    while (!c->blocked_on && (n = sb_frame_peek(&c->in, &line)) > 0) {
+        sb_route r = sb_router_answer_from_client(&d->router, c->index, line, (size_t)n);
+        if (r.action == SB_ROUTE_HOLD) {
+            sb_frame_pass(&c->in, (size_t)n);
+            continue;
+        }
+        if (r.action == SB_ROUTE_TO_WORKER) {
+            sb_relay_send(d, &d->workers[r.target].peer, line, (size_t)n, c);
+        } else {
+            format_tokens(&r.fields, tokens, sizeof tokens);
+            sb_warn(c->name, "discarding message:%s%s %s", tokens, colon_after(tokens),
+                    sb_router_why(r.why));
+        }
+        sb_frame_cut(&c->in, (size_t)n);
+    }
+    sb_watch_update(d, c); /* read while its buffer has room */
+}
+
 sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
     const char *line;
     long n;
-    if (p->state == SB_CLIENT_HELD || p->state == SB_CLIENT_CLOSING)
-        return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-45: its next line waits; SB-X-14 */
+    if (p->state == SB_CLIENT_HELD) {
+        route_answers_ahead(d, p); /* SB-I-54: its next request waits, not its answers */
+        return verdict(SB_RELAY_OK, SB_WHY_NONE);
+    }
+    if (p->state == SB_CLIENT_CLOSING)
+        return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-X-14 */
     while (!p->blocked_on && p->state != SB_CLIENT_DOOMED) {
         if (p->kind == SB_PEER_WORKER && !p->routable)
             break; /* a failed worker's further output is not routed */
@@ -385,7 +418,9 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
             sb_route_why malformed = SB_WHY_NONE;
             if (!route_from_client(d, p, line, (size_t)n, &malformed)) {
                 sb_frame_unread(&p->in, (size_t)n);
+                sb_frame_hold(&p->in, (size_t)n);
                 sb_client_enter(d, p, SB_CLIENT_HELD);
+                route_answers_ahead(d, p);
                 break;
             }
             if (malformed != SB_WHY_NONE)
@@ -402,6 +437,8 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
 sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     if (p->blocked_on)
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* paused: its buffered lines go first */
+    if (p->state == SB_CLIENT_HELD && !sb_frame_room(&p->in))
+        return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-54: held, its buffer full */
     size_t avail;
     errno = 0;
     char *space = sb_frame_space(&p->in, &avail);

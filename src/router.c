@@ -51,27 +51,22 @@ static void orphan_visit_request(void *ctx, const sb_request *q) {
         v->on_request(v->ctx, q);
 }
 
+/* What of a floor an entry count leaves free. */
+static int below_floor(int held) {
+    return held < SB_ROUTER_FLOOR ? SB_ROUTER_FLOOR - held : 0;
+}
+
 int sb_router_drop_client(sb_router *r, int client, void (*on_request)(void *, const sb_request *),
                           void *ctx, int *requests) {
     drop_visit v = {r, on_request, ctx};
+    r->floor_free -= below_floor(sb_pending_count_sender(&r->requests, client));
+    r->upstream_floor_free -= below_floor(sb_pending_count_receiver(&r->upstream, client));
     int sessions = sb_sessions_drop_client(&r->sessions, client, NULL, NULL);
     *requests = sb_pending_orphan_sender(&r->requests, client, orphan_visit_request, &v);
     r->orphans += *requests;
     sb_pending_drop_receiver(&r->upstream, client, NULL, NULL);
+    r->clients--;
     return sessions;
-}
-
-int sb_router_orphan_excess(const sb_router *r) {
-    return r->orphans - r->orphan_budget;
-}
-
-int sb_router_orphan_holder(const sb_router *r) {
-    int holder = -1;
-    for (int w = 0; w < r->worker_count; w++)
-        if (r->running[w] && r->orphans_on[w] > 0 &&
-            (holder < 0 || r->orphans_on[w] > r->orphans_on[holder]))
-            holder = w;
-    return holder;
 }
 
 int sb_router_drop_sessions(sb_router *r, int worker,
@@ -81,10 +76,20 @@ int sb_router_drop_sessions(sb_router *r, int worker,
 
 static void drop_visit_request(void *ctx, const sb_request *q) {
     drop_visit *v = ctx;
-    if (q->sender < 0)
+    if (q->sender < 0) {
         v->r->orphans--; /* its client left already */
-    else if (v->on_request)
+        return;
+    }
+    if (sb_pending_count_sender(&v->r->requests, q->sender) <= SB_ROUTER_FLOOR)
+        v->r->floor_free++; /* the entry goes back to its client's floor */
+    if (v->on_request)
         v->on_request(v->ctx, q);
+}
+
+static void drop_visit_upstream(void *ctx, const sb_request *q) {
+    sb_router *r = ctx;
+    if (sb_pending_count_receiver(&r->upstream, q->receiver) <= SB_ROUTER_FLOOR)
+        r->upstream_floor_free++;
 }
 
 int sb_router_drop_worker(sb_router *r, int worker, void (*on_request)(void *, const sb_request *),
@@ -92,7 +97,7 @@ int sb_router_drop_worker(sb_router *r, int worker, void (*on_request)(void *, c
     drop_visit v = {r, on_request, ctx};
     int n = sb_pending_drop_receiver(&r->requests, worker, drop_visit_request, &v);
     r->orphans_on[worker] = 0;
-    sb_pending_drop_sender(&r->upstream, worker, NULL, NULL);
+    sb_pending_drop_sender(&r->upstream, worker, drop_visit_upstream, r);
     return n;
 }
 
@@ -259,13 +264,58 @@ static int pick_bound(sb_router *r, int client, const sb_request_key *q, sb_rout
     return w;
 }
 
-static void hold(sb_route *d) {
+static void hold_for(sb_route *d, sb_route_why why) {
     d->action = SB_ROUTE_HOLD;
-    d->why = SB_WHY_ID_IN_USE;
+    d->why = why;
+}
+
+static void hold(sb_route *d) {
+    hold_for(d, SB_WHY_ID_IN_USE);
 }
 
 static bool is_response(const sb_fields *f) {
     return f->result.type != SB_JSON_ABSENT || f->error.type != SB_JSON_ABSENT;
+}
+
+/* SB-I-14: the client answers a server-to-client request: to the worker
+ * that sent it, else to the worker of the client's session. */
+static void route_answer(sb_router *r, int client, sb_route *d) {
+    const sb_token *id = &d->fields.id, *sid = &d->fields.session_id;
+    bool has_id = id->type != SB_JSON_ABSENT, has_sid = sid->type != SB_JSON_ABSENT;
+    if (has_id) {
+        int w = sb_pending_take(&r->upstream, client, key_of(id), has_sid ? sid->raw : NULL,
+                                has_sid ? sid->raw_len : 0);
+        if (w >= 0 && sb_pending_count_receiver(&r->upstream, client) < SB_ROUTER_FLOOR)
+            r->upstream_floor_free++; /* issue 32: back to its floor */
+        if (w >= 0 && r->running[w]) {
+            d->action = SB_ROUTE_TO_WORKER;
+            d->target = w;
+            return;
+        }
+    }
+    if (has_sid) {
+        sb_session *s = sb_sessions_find(&r->sessions, sid->raw, sid->raw_len);
+        if (s && s->client == client && r->running[s->worker]) {
+            d->action = SB_ROUTE_TO_WORKER;
+            d->target = s->worker;
+            return;
+        }
+    }
+    drop(d, SB_WHY_NO_REQUEST);
+}
+
+/* SB-I-54: answers pass a held request (its worker may wait for them
+ * before it answers anything); what is not an answer, malformed lines
+ * included, waits for its turn. */
+sb_route sb_router_answer_from_client(sb_router *r, int client, const char *line, size_t len) {
+    sb_route d = {0};
+    if (!extract(&d, line, len) || !is_response(&d.fields) ||
+        d.fields.method.type != SB_JSON_ABSENT) {
+        hold(&d);
+        return d;
+    }
+    route_answer(r, client, &d);
+    return d;
 }
 
 sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_t len) {
@@ -276,25 +326,7 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     bool has_id = id->type != SB_JSON_ABSENT, has_sid = sid->type != SB_JSON_ABSENT;
 
     if (is_response(&d.fields) && d.fields.method.type == SB_JSON_ABSENT) {
-        /* SB-I-14: the client answers a server-to-client request. */
-        if (has_id) {
-            int w = sb_pending_take(&r->upstream, client, key_of(id), has_sid ? sid->raw : NULL,
-                                    has_sid ? sid->raw_len : 0);
-            if (w >= 0 && r->running[w]) {
-                d.action = SB_ROUTE_TO_WORKER;
-                d.target = w;
-                return d;
-            }
-        }
-        if (has_sid) {
-            sb_session *s = sb_sessions_find(&r->sessions, sid->raw, sid->raw_len);
-            if (s && s->client == client && r->running[s->worker]) {
-                d.action = SB_ROUTE_TO_WORKER;
-                d.target = s->worker;
-                return d;
-            }
-        }
-        drop(&d, SB_WHY_NO_REQUEST);
+        route_answer(r, client, &d);
         return d;
     }
 
@@ -308,14 +340,18 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     }
     const sb_request_key *request = has_id ? &q : NULL;
     if (has_id) {
-        /* SB-I-51: a quarter of the table, or more while as much stays free */
+        /* SB-I-51: a client below its floor is always served; beyond it,
+         * it takes what leaves every connected client's floor free, all the
+         * table when it is alone; SB-I-54: else the request waits, never
+         * dropped */
         int held = sb_pending_count_sender(&r->requests, client);
-        if (held >= r->client_share && held >= r->requests.capacity - r->requests.count) {
-            drop(&d, SB_WHY_CLIENT_SHARE);
+        int free = r->requests.capacity - r->requests.count;
+        if (free <= 0) {
+            hold_for(&d, SB_WHY_PENDING_FULL); /* SB-I-18, SB-I-54 */
             return d;
         }
-        if (r->requests.count >= r->requests.capacity) {
-            drop(&d, SB_WHY_PENDING_FULL); /* SB-I-18 */
+        if (held >= SB_ROUTER_FLOOR && free <= r->floor_free) {
+            hold_for(&d, SB_WHY_CLIENT_SHARE);
             return d;
         }
     }
@@ -369,6 +405,8 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
     }
 
     /* A request was recorded on its worker as it was chosen (SB-6.2-1..3). */
+    if (request && sb_pending_count_sender(&r->requests, client) <= SB_ROUTER_FLOOR)
+        r->floor_free--; /* issue 32: an entry of its floor is taken */
     d.action = SB_ROUTE_TO_WORKER;
     d.target = target;
     return d;
@@ -379,7 +417,12 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
  * is dropped (false), and goes nowhere. */
 static bool record_upstream(sb_router *r, sb_route *d, int worker, const char *session,
                             size_t session_len) {
-    if (sb_pending_count_receiver(&r->upstream, d->target) >= r->upstream_share) {
+    /* issue 32: below its floor always, beyond it while every connected
+     * client's floor stays free */
+    int owed = sb_pending_count_receiver(&r->upstream, d->target);
+    int free = r->upstream.capacity - r->upstream.count;
+    if (owed >= r->upstream_share ||
+        (owed >= SB_ROUTER_FLOOR && free > 0 && free <= r->upstream_floor_free)) {
         drop(d, SB_WHY_UPSTREAM_SHARE);
         return false;
     }
@@ -388,6 +431,8 @@ static bool record_upstream(sb_router *r, sb_route *d, int worker, const char *s
         drop(d, SB_WHY_UPSTREAM_FULL);
         return false;
     }
+    if (owed < SB_ROUTER_FLOOR)
+        r->upstream_floor_free--;
     return true;
 }
 
@@ -410,6 +455,8 @@ sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_
             drop(&d, client == SB_PENDING_ORPHAN ? SB_WHY_CLIENT_GONE : SB_WHY_UNKNOWN_ID);
             return d;
         }
+        if (sb_pending_count_sender(&r->requests, client) < SB_ROUTER_FLOOR)
+            r->floor_free++; /* issue 32: back to its client's floor */
         d.action = SB_ROUTE_TO_CLIENT;
         d.target = client;
         return d;

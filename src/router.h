@@ -19,8 +19,9 @@ typedef enum {
     SB_ROUTE_TO_CLIENT,
     SB_ROUTE_DROP,   /* discard and log a warning; the source stays */
     SB_ROUTE_REJECT, /* malformed: close the client (4.3) / fail the worker (5.3) */
-    SB_ROUTE_HOLD    /* SB-I-45: not now; nothing was recorded, offer it again after
-                          * a pending request ends (the client reads nothing meanwhile) */
+    SB_ROUTE_HOLD    /* SB-I-45, SB-I-54: not now; nothing was recorded, offer it again
+                          * after a pending request ends (the client's later lines wait
+                          * behind it, but for its answers to workers' requests) */
 } sb_route_action;
 
 typedef enum {
@@ -37,7 +38,6 @@ typedef enum {
     SB_WHY_NO_WORKER,
     SB_WHY_FOREIGN_SESSION,
     SB_WHY_SESSIONS_FULL,
-    SB_WHY_PENDING_FULL,
     SB_WHY_UNKNOWN_ID,
     SB_WHY_CLIENT_GONE,
     SB_WHY_UNKNOWN_SESSION,
@@ -46,11 +46,12 @@ typedef enum {
     SB_WHY_WORKER_DOWN,    /* SB-X-11: the connection's worker is not running */
     SB_WHY_UNBOUND_WORKER, /* SB-X-12: no sessionId, and no client is bound to the worker */
     SB_WHY_SHARED_WORKER,  /* SB-X-12: no sessionId, and several clients are bound to it */
-    SB_WHY_CLIENT_SHARE,   /* SB-I-51: the client holds its share of the pending table */
     SB_WHY_UPSTREAM_SHARE, /* SB-I-52: the client holds its share of worker requests (target) */
     SB_WHY_UPSTREAM_FULL,  /* SB-I-52: the table of worker requests is full (target) */
     /* HOLD */
-    SB_WHY_ID_IN_USE
+    SB_WHY_ID_IN_USE,
+    SB_WHY_CLIENT_SHARE, /* SB-I-51, SB-I-54: the client holds its share of the pending table */
+    SB_WHY_PENDING_FULL  /* SB-I-18, SB-I-54: the pending table is full */
 } sb_route_why;
 
 typedef struct {
@@ -71,6 +72,7 @@ typedef struct {
     bool *running;       /* per worker: may receive messages */
     int worker_count;
     int client_slots;
+    int clients;                    /* connected (sb_router_add_client): one alone has no share */
     int rr_next;                    /* round-robin cursor (SB-6.1.1-1, SB-6.1.3-1) */
     sb_affinity_mode affinity_mode; /* SB_AFFINITY_NONE unless sb_router_set_affinity */
     sb_affinity affinity;           /* allocated only when affinity_mode is set */
@@ -79,7 +81,9 @@ typedef struct {
     int *orphans_on;    /* per worker: how many of them it holds (SB-I-53) */
     int client_share;   /* SB-I-51: requests one client may always have pending */
     int upstream_share; /* SB-I-52: most worker requests one client may owe answers to */
-    int orphan_budget;  /* SB-I-53: most requests of departed clients before one is shed */
+    int floor_free;     /* SB-I-51: entries the connected clients' floors still hold free */
+    int upstream_floor_free; /* SB-I-52: likewise in the table of worker requests */
+    int orphan_budget;       /* SB-I-53: most requests of departed clients before one is shed */
 } sb_router;
 
 /* Fair shares of the tables (SB-I-51..SB-I-53): a quarter of the pending
@@ -92,6 +96,11 @@ typedef struct {
 #define SB_ROUTER_CLIENT_SHARE   (STDIO_BUS_MAX_PENDING_REQUESTS / 4)
 #define SB_ROUTER_UPSTREAM_SHARE 256
 #define SB_ROUTER_ORPHAN_BUDGET  (STDIO_BUS_MAX_PENDING_REQUESTS / 2)
+/* Floors (issue 32): entries of each table reserved for every connected
+ * client, whatever the others hold: the table over MAX_CONNECTIONS, so
+ * 1024 clients at their floor fill it and no more. Beyond its floor a
+ * client takes only what leaves every connected client's floor free. */
+#define SB_ROUTER_FLOOR (STDIO_BUS_MAX_PENDING_REQUESTS / STDIO_BUS_MAX_CONNECTIONS)
 
 /* Allocates every table once, sized from the hard limits. Workers start
  * not running. Returns 0 or STDIO_BUS_ERR. */
@@ -109,7 +118,16 @@ void sb_router_set_running(sb_router *r, int worker, bool running);
  * client that leaves. */
 int sb_router_set_affinity(sb_router *r, sb_affinity_mode mode);
 
+/* A client connected: it counts toward the shares until it leaves
+ * (sb_router_drop_client). */
+void sb_router_add_client(sb_router *r, int client);
+
 sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_t len);
+/* SB-I-54: a line of a held client read past its held request. A client
+ * response is routed as sb_router_from_client routes it (TO_WORKER or
+ * DROP); anything else is left where it is (HOLD), to be routed in its
+ * turn. */
+sb_route sb_router_answer_from_client(sb_router *r, int client, const char *line, size_t len);
 sb_route sb_router_from_worker(sb_router *r, int worker, const char *line, size_t len);
 
 /* The router's bookkeeping when a peer leaves. Callbacks may be NULL.

@@ -7,8 +7,9 @@ static bool may_read(const sb_bus *d, const sb_peer *p) {
         switch (p->state) {
         case SB_CLIENT_OPEN:
             return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
+        case SB_CLIENT_HELD: /* SB-I-54: read for its answers while its buffer has room */
+            return d->phase == SB_PHASE_SERVING && sb_frame_room(&p->in) > 0;
         case SB_CLIENT_FREE:
-        case SB_CLIENT_HELD:    /* SB-I-45 */
         case SB_CLIENT_ENDING:  /* SB-I-41 */
         case SB_CLIENT_CLOSING: /* SB-X-14 */
         case SB_CLIENT_DOOMED:

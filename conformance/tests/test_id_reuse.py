@@ -175,14 +175,19 @@ def test_held_request_keeps_its_clients_order(bus):
 
 
 @pytest.mark.modes("unix", "tcp")
-@pytest.mark.clause("SB-I-45")
-def test_client_held_past_backpressure_timeout_is_closed_and_others_go_on(bus):
+@pytest.mark.clause("SB-I-45", "SB-I-54", "SB-6.3.1-2")
+def test_client_whose_id_is_squatted_waits_past_backpressure_timeout_and_is_served(bus):
+    # Issue 32 item 3: another client's request holds id 4 on the only worker;
+    # b's id 4 waits, and its next request behind it, past
+    # backpressure_timeout_sec: b is not closed, and is served once id 4 is free.
     bus.start({"limits": {"backpressure_timeout_sec": 1}}, instances=1)
     a, b, other = bus.client(), bus.client(), bus.client()
-    ask(a, 4, "a", no_reply=True)  # id 4 stays pending for good
+    ask(a, 4, "a", delay_ms=3000)  # id 4 pending for 3 s
     bus.worker_log().wait_received(b'"who":"a"')
     ask(b, 4, "b")
-    # b's request on the only worker while a's id 4 is pending there: it was not held
-    b.expect_closed(timeout=5, bound=evidence.forwarded(bus.worker_log(), b'"who":"b"',
-                                                        "b's id 4 while a's id 4 is pending on the only worker"))
+    ask(b, 1000, "b-next")
     assert other.request()["result"]["method"] == "echo"
+    expect_own(a, 4, "a")
+    expect_own(b, 4, "b")
+    expect_own(b, 1000, "b-next")
+    assert not b.closed_by_daemon

@@ -153,8 +153,8 @@ Test(clients, held_client_is_released_when_its_id_is_answered) {
     sb_relay_read(&d, c);
     cr_assert_eq(c->state, SB_CLIENT_HELD);
     cr_assert(held(c));
-    cr_assert(timer_armed(c, SB_TIMER_HELD));
-    cr_assert_not(reads(c), "a held client is not read");
+    cr_assert_not(timer_armed(c, SB_TIMER_HELD), "never closed for waiting (SB-I-45)");
+    cr_assert(reads(c), "a held client is read for its answers while its buffer has room");
     cr_assert(sb_clients_has_pending(&d, c));
 
     say(worker_stdout, ANSWER_1);
@@ -272,8 +272,9 @@ Test(clients, closing_an_ending_client_keeps_its_earlier_deadline) {
     close(far);
 }
 
-/* A client that hangs up while held keeps its line; it ends once the line
- * has been offered. */
+/* A client that hangs up while held keeps its line: it ends (SB-I-41), its
+ * line is offered again, and held again it waits at most drain_timeout_sec
+ * (SB-I-54: an ended client is not held for ever). */
 Test(clients, held_client_whose_input_ends_ends_when_released) {
     int far;
     sb_peer *c = connect_client(&far);
@@ -281,12 +282,13 @@ Test(clients, held_client_whose_input_ends_ends_when_released) {
     sb_relay_read(&d, c);
     cr_assert_eq(c->state, SB_CLIENT_HELD);
     sb_clients_input_eof(&d, c);
-    cr_assert_eq(c->state, SB_CLIENT_HELD, "its line is still to be offered");
     cr_assert(c->in_eof);
-    sb_relay_release_held(&d);
-    cr_assert_eq(c->state, SB_CLIENT_ENDING);
+    cr_assert_eq(c->state, SB_CLIENT_ENDING, "its line is still to be offered");
     cr_assert(c->queued);
     cr_assert(ending(c));
+    sb_relay_process(&d, c);
+    cr_assert_eq(c->state, SB_CLIENT_HELD, "its id is still pending: held again");
+    cr_assert(timer_armed(c, SB_TIMER_HELD), "until drain_timeout_sec");
     close(far);
 }
 

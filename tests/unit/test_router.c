@@ -18,10 +18,18 @@ static void fini(void) {
 }
 
 /* A router with `workers` workers, all running, and 8 client slots. */
-static void start(int workers) {
+/* A router with `workers` running workers and `clients` connected clients
+ * (slots 0 ..). */
+static void start_with(int workers, int clients) {
     cr_assert_eq(sb_router_init(&r, workers, 8), STDIO_BUS_OK);
     for (int w = 0; w < workers; w++)
         sb_router_set_running(&r, w, true);
+    for (int c = 0; c < clients; c++)
+        sb_router_add_client(&r, c);
+}
+
+static void start(int workers) {
+    start_with(workers, 8);
 }
 
 static sb_route from_client(int client, const char *line) {
@@ -624,11 +632,12 @@ Test(router, full_pending_table_drops_requests_only) {
         expect_to_worker(from_client(i % 8, line), i % 2);
     }
     cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
-    expect_outcome(from_client(0, "{\"id\":\"x\",\"method\":\"m\"}"), SB_ROUTE_DROP,
+    /* SB-I-54: held, not dropped: nothing recorded, offered again later */
+    expect_outcome(from_client(0, "{\"id\":\"x\",\"method\":\"m\"}"), SB_ROUTE_HOLD,
                    SB_WHY_PENDING_FULL);
     expect_outcome(from_client(0, "{\"id\":\"x\",\"method\":\"m\",\"sessionId\":\"new\"}"),
-                   SB_ROUTE_DROP, SB_WHY_PENDING_FULL);
-    cr_assert_eq(r.sessions.count, 0, "a dropped request must not create a session");
+                   SB_ROUTE_HOLD, SB_WHY_PENDING_FULL);
+    cr_assert_eq(r.sessions.count, 0, "a held request must not create a session");
     /* Notifications still flow; a response frees a slot. */
     expect_to_worker(from_client(0, "{\"method\":\"m\"}"), 0);
     expect_to_client(from_worker(1, "{\"id\":3,\"result\":1}"), 3);
@@ -671,7 +680,7 @@ Test(router, worker_request_beyond_the_clients_share_is_dropped_and_other_client
 Test(router, full_table_of_worker_requests_drops_the_request) {
     /* SB-I-52: one that cannot be recorded is not delivered either, since
      * its answer could not find its way back. */
-    start(1);
+    start_with(1, 1);
     r.upstream_share = STDIO_BUS_MAX_PENDING_REQUESTS + 1;
     expect_to_worker(from_client(0, "{\"method\":\"a\",\"sessionId\":\"s\"}"), 0);
     worker_asks(0, "s", STDIO_BUS_MAX_PENDING_REQUESTS, 0, true);
@@ -689,44 +698,59 @@ static void client_asks(int client, int n, sb_route_why last) {
         if (last == SB_WHY_NONE || i + 1 < n)
             expect_to_worker(d, r.worker_count == 1 ? 0 : d.target);
         else
-            expect_outcome(d, SB_ROUTE_DROP, last);
+            expect_outcome(d, SB_ROUTE_HOLD, last); /* SB-I-54: it waits */
     }
 }
 
-Test(router, client_request_beyond_its_share_is_dropped_and_other_clients_served) {
-    /* SB-I-51: alone, a client may have half the table in flight (a quarter,
-     * or more while as much stays free), and no more */
-    start(1);
-    client_asks(0, STDIO_BUS_MAX_PENDING_REQUESTS / 2, SB_WHY_NONE);
-    client_asks(0, 1, SB_WHY_CLIENT_SHARE);
-    client_asks(1, 10, SB_WHY_NONE);
-    /* the client gets answers: once it holds less than the table has free,
-     * its requests are recorded again */
+static void fill_what_it_may(int client) {
     char line[64];
-    for (int i = 0; i < 20; i++) {
-        snprintf(line, sizeof line, "{\"id\":\"c0-%d\",\"result\":1}", i);
-        expect_to_client(from_worker(0, line), 0);
+    for (int i = 0;; i++) {
+        snprintf(line, sizeof line, "{\"id\":\"g%d-%d\",\"method\":\"m\"}", client, i);
+        sb_route d = from_client(client, line);
+        if (d.action != SB_ROUTE_TO_WORKER) {
+            expect_outcome(d, SB_ROUTE_HOLD, SB_WHY_CLIENT_SHARE); /* SB-I-54 */
+            return;
+        }
     }
-    expect_to_worker(from_client(0, "{\"id\":\"c0-again\",\"method\":\"m\"}"), 0);
 }
 
-Test(router, a_second_client_gets_a_quarter_when_the_first_has_half) {
-    /* SB-I-51: with 2048 held by another, 2048 are free: a quarter is sure */
-    start(1);
-    client_asks(0, STDIO_BUS_MAX_PENDING_REQUESTS / 2, SB_WHY_NONE);
-    client_asks(1, SB_ROUTER_CLIENT_SHARE, SB_WHY_NONE);
-    client_asks(1, 1, SB_WHY_CLIENT_SHARE);
-    client_asks(2, SB_ROUTER_CLIENT_SHARE, SB_WHY_NONE);
-    client_asks(3, 1, SB_WHY_PENDING_FULL);
+Test(router, a_client_alone_may_use_the_whole_table) {
+    /* SB-I-51: no one to share with; SB-I-54: the next one waits */
+    start_with(1, 1);
+    client_asks(0, STDIO_BUS_MAX_PENDING_REQUESTS, SB_WHY_NONE);
+    client_asks(0, 1, SB_WHY_PENDING_FULL);
+}
+
+Test(router, no_number_of_clients_takes_a_connected_clients_floor) {
+    /* issue 32 item 2: 1020 clients each as greedy as they may be leave the
+     * four others their floor, and the table is full */
+    cr_assert_eq(sb_router_init(&r, 1, STDIO_BUS_MAX_CONNECTIONS), STDIO_BUS_OK);
+    sb_router_set_running(&r, 0, true);
+    for (int c = 0; c < STDIO_BUS_MAX_CONNECTIONS; c++)
+        sb_router_add_client(&r, c);
+    for (int c = 0; c < STDIO_BUS_MAX_CONNECTIONS - 4; c++)
+        fill_what_it_may(c);
+    for (int c = STDIO_BUS_MAX_CONNECTIONS - 4; c < STDIO_BUS_MAX_CONNECTIONS; c++)
+        client_asks(c, SB_ROUTER_FLOOR, SB_WHY_NONE);
+    cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+}
+
+Test(router, three_hogs_leave_a_connected_client_its_floor) {
+    /* issue 32 item 2: before, 2048 + 1024 + 1024 left nothing */
+    start_with(1, 4);
+    for (int c = 0; c < 3; c++)
+        fill_what_it_may(c);
+    client_asks(3, SB_ROUTER_FLOOR, SB_WHY_NONE);
+    cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
 }
 
 Test(router, four_clients_fill_the_table_and_no_more) {
     /* SB-8.2-3 with shares: the table still holds 4096 requests */
-    start(1);
+    start_with(1, 4);
     for (int c = 0; c < 4; c++)
         client_asks(c, STDIO_BUS_MAX_PENDING_REQUESTS / 4, SB_WHY_NONE);
     cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
-    client_asks(4, 1, SB_WHY_PENDING_FULL);
+    client_asks(0, 1, SB_WHY_PENDING_FULL);
 }
 
 Test(router, orphans_leave_their_clients_share_and_count_on_their_worker) {
