@@ -124,6 +124,9 @@ def main():
             os.close(fd)
     signal.signal(signal.SIGTERM, on_term)
     log("start", " ".join(sys.argv).encode())
+    if "--stall" in args and args[args.index("--stall") + 1:][:1] == ["read"]:  # as mock_worker: reads nothing
+        while True:                                       # (the preflight's full-pipe item)
+            signal.pause()
     stdin = sys.stdin.buffer
     while True:
         line = stdin.readline()

@@ -78,7 +78,8 @@ def _lost(req_id, waited: float) -> str | None:
     bus = context.state.bus
     if bus is None or not all(d.running for d in bus.daemons):
         return None
-    return evidence.answer_lost(bus.worker_logs(), req_id, min(waited, 1.0))
+    delivered = {line for d in bus.daemons for c in d.clients() for line in c.received}
+    return evidence.answer_lost(bus.worker_logs(), req_id, min(waited, 1.0), delivered)
 
 class Client:
     """Base class: line queue, reads with deadlines, JSON helpers."""

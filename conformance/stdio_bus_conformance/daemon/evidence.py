@@ -46,13 +46,15 @@ def pipe_unread(pid: int, fd: int) -> int | None:
         os.close(f)
 
 
-def answer_lost(logs, req_id, age: float) -> str | None:
+def answer_lost(logs, req_id, age: float, delivered=frozenset()) -> str | None:
     """Where an answer to req_id went, when it is lost: a worker of `logs`
     (WorkerLogs) wrote a response with that id (same JSON value and type)
-    at least `age` s ago, and its stdout pipe is empty (the daemon read it).
-    The description, else None (not answered, answered just now, or still
-    in the pipe: then the daemon may be holding it back, as backpressure
-    allows)."""
+    at least `age` s ago, its stdout pipe is empty (the daemon read it), and
+    no client received it (`delivered`: every line the test's clients got;
+    another client's request may have had the same id). The description,
+    else None (not answered, answered just now, delivered to someone, or
+    still in the pipe: then the daemon may be holding it back, as
+    backpressure allows)."""
     import time
     now = time.monotonic_ns()
     for log in logs:
@@ -65,6 +67,8 @@ def answer_lost(logs, req_id, age: float) -> str | None:
                 continue
             if not (isinstance(obj, dict) and obj.get("id") == req_id and type(obj.get("id")) is type(req_id)
                     and ("result" in obj or "error" in obj)):
+                continue
+            if r.line in delivered:
                 continue
             if (now - r.t_ns) / 1e9 < age or pipe_unread(r.pid, 1) != 0:
                 return None

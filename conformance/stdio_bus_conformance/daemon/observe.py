@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from ..common import procinfo
+from ..common import context, procinfo
 from ..common.context import wait_timeout
 from ..common.errors import DaemonTimeout
 from ..common.waits import wait_until
@@ -30,18 +30,26 @@ def pid_of(response):
     return field(response, "result", "pid")
 
 
-def request_after_exit(client, session=None, timeout: float | None = None):
+def request_after_exit(client, session=None, timeout: float | None = None, streak: int = 1):
     """The answer to a request sent just after a worker was reaped. A daemon
     may have reaped the child without having run its exit handling yet (a
-    runtime that reaps in one step and calls back in another): a request
-    routed to that worker meanwhile is discarded by 7.1.2, which every reading
-    allows. So each try waits briefly and the request is sent again until one
-    is answered; the caller judges which worker answered."""
+    runtime that reaps in one step and calls back in another, or one that
+    waits a while for the rest of the worker's output): a request routed to
+    that worker meanwhile is discarded by 7.1.2, which every reading allows.
+    So each try waits briefly (the subject's pace) and requests are sent
+    again until `streak` in a row are answered (as many as the workers left:
+    then round-robin has gone past the one that exited); the caller judges
+    which worker answered the last."""
     deadline = time.monotonic() + (wait_timeout() if timeout is None else timeout)
+    answered = 0
     while True:
         try:
-            return client.request(session=session, timeout=0.5)
+            got = client.request(session=session, timeout=context.state.pace.bound("answer", 0.5))
+            answered += 1
+            if answered >= streak:
+                return got
         except DaemonTimeout:
+            answered = 0
             if time.monotonic() >= deadline:
                 raise
 

@@ -480,6 +480,10 @@ class Daemon:
                 raise
             return self.cpu_at_exit
 
+    def clients(self) -> list:
+        """Every client the harness opened on this daemon (the stdio one too)."""
+        return list(self._clients)
+
     @property
     def running(self) -> bool:
         return self.proc is not None and not self._exited.is_set() and self.proc.poll() is None
