@@ -225,10 +225,26 @@ def test_acp_an_unknown_method_gets_32601_and_a_notification_nothing(worker):
     obj = ed.call("no/such_method", {})
     assert wj.error_code(obj) == -32601, f"no/such_method: expected error -32601, got {str(obj)[:300]}"
     ed.notify("no/such_notification", {})
-    _, key = ed.request("session/new", {"cwd": str(worker.workdir), "mcpServers": []})
+    _, key = ed.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": CLIENT_CAPABILITIES,
+                                       "clientInfo": CLIENT_INFO})  # a request every agent answers, no session
     before, _ = ed.proc.until(key)
     replies = [line for line in before if line.kind == "response"]
     assert not replies, f"a notification was answered: {show(replies)}"
+
+
+@pytest.mark.clause("SB-J-8")
+def test_acp_initialize_with_a_version_that_is_no_integer_is_invalid_params(worker):
+    """JSON-RPC 2.0 section 5.1 through ACP: only the code of an error that
+    comes is judged (as for MCP, the MUST on the version binds the client,
+    and an agent may accept what it gets)."""
+    for version in ("one", {"major": 1}):
+        obj = Editor(worker).call("initialize", {"protocolVersion": version, "clientCapabilities": CLIENT_CAPABILITIES})
+        if "error" not in obj:
+            continue
+        assert wj.error_code(obj) == -32602, \
+            f"initialize with protocolVersion {version!r}: expected error -32602, got {str(obj)[:300]}"
+        return
+    pytest.skip("the agent accepted both versions (a result each): no error code to judge")
 
 
 # -- the end -----------------------------------------------------------------------------------

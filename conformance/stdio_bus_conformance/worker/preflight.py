@@ -139,6 +139,9 @@ def _start(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir:
                                     "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO})
         if _initialized(init):
             p.notify("notifications/initialized")
+    elif desc.acp_handshake and desc.request is not None:  # else its request is initialize itself
+        from .description import ACP_INITIALIZE
+        init = p.ask("initialize", ACP_INITIALIZE["params"])
     method, params = _request(desc)
     return p, init, p.ask(method, params)
 
