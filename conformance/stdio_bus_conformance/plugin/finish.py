@@ -134,6 +134,11 @@ class Finish:
         for msg in s.fatal:
             tr.write_line(f"harness error: {msg}", red=True)
         for f in (s.worker or {}).get("root_causes", []):  # worker preflight
+            if f.get("environment"):  # what this environment lacks: once, on its own line, no failure
+                n = sum(1 for r in s.results.values() if r.outcome == "blocked"
+                        and r.message.startswith(f"{run_summary.ENV_BLOCKED} {f['summary']}"))
+                tr.write_line(f"blocked: {f['summary']} ({n} test(s) not judged)", yellow=True)
+                continue
             tr.write_line(f"root cause: {f['summary']} ({f['clause']}, {f['test']}); the tests "
                           "that stand on it are blocked", red=True)
         for e in s.collection_errors:

@@ -146,6 +146,10 @@ class WorkerDescription:
         """Each process is initialized first, as the protocol's client does."""
         return self.mcp_handshake or self.acp_handshake
 
+    def prompt(self) -> str:
+        """The prompt of a turn that ends by itself: the description's, else the default flow's."""
+        return self.acp_prompt or DEFAULT_ACP_PROMPT
+
     def claims_profile(self, profile: str) -> bool:
         return profile in self.claims
 
@@ -163,8 +167,8 @@ class WorkerDescription:
         return {"method": "ping"}
 
     def has(self, fact: str) -> bool:
-        if fact == "request":
-            return True
+        if fact == "request" or (fact == "acp_prompt" and "acp" in self.claims):
+            return True  # an ACP agent without a description gets the default flow's prompt
         return getattr(self, fact) is not None
 
     def argv(self, extra=()) -> list[str]:

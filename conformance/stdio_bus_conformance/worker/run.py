@@ -146,6 +146,8 @@ class WorkerRun:
         """Skips the test as blocked when the preflight found the root cause
         `key` and this test is not the one that names it."""
         f = self.findings.get(key)
+        if f is not None and f.get("environment"):  # no defect: not judged here (summary.ENV_BLOCKED)
+            pytest.skip(f"blocked: environment: {f['summary']}")
         selected = self.ctx.selected
         # a root cause whose own test is left out of the run is not named: nothing is blocked by it
         if f is not None and f["test"] != self.test_name and (selected is None or f["test"] in selected):
