@@ -13,7 +13,8 @@ from stdio_bus_conformance.common import procinfo
 from stdio_bus_conformance.daemon.client import SocketClient
 from stdio_bus_conformance.daemon.config import merge
 from stdio_bus_conformance.common.errors import ConnectionClosed, DaemonError, DaemonTimeout, HarnessError
-from stdio_bus_conformance.reports.outcomes import Phase, TestResult, classify, exception_kind, summary_line, verdict
+from stdio_bus_conformance.reports.outcomes import (EXIT_THIN, Judged, Phase, TestResult, classify, exception_kind,
+                                                   summary_line, verdict)
 from stdio_bus_conformance.daemon.profile import Profile, load_profile
 from stdio_bus_conformance.spec.registry import Registry
 from stdio_bus_conformance.common.transcript import Recorder
@@ -145,6 +146,39 @@ def test_verdict_precedence():
     assert verdict({"pass": 3}, **dict(ok, min_tests=4)).exit_code == 2
     assert verdict({"pass": 3}, **dict(ok, gate_failures=[{"id": "x"}])).exit_code == 2
     assert summary_line({"pass": 2, "unsupported": 1}) == "2 passed, 0 failed, 1 unsupported"
+
+
+def test_verdict_of_a_run_that_judged_too_little():
+    """Issue 35: a whole run that judged 4 of 55 MUST clauses does not exit 0
+    silently: 3, unless --min-judged lowers the floor; a failure (1) and an
+    untrustworthy run (2) still win; a selection is never held to it."""
+    ok = dict(collection_errors=0, fatal=[], stale=[], gate_failures=[], min_tests=0, nothing_selected=False)
+    thin, half = Judged(4, 55, whole=True), Judged(28, 55, whole=True)
+    v = verdict({"pass": 5}, **ok, judged=thin)
+    assert v.exit_code == EXIT_THIN == 3 and v.reasons == ["too little judged: judged 4 of 55 MUST clauses that "
+                                                          "apply (7%, --min-judged 0.5)"]
+    assert verdict({"pass": 5}, **ok, judged=half).exit_code == 0
+    assert verdict({"pass": 5}, **ok, judged=Judged(27, 55, whole=True)).exit_code == 3
+    assert verdict({"pass": 5}, **ok, judged=thin, min_judged=0.05).exit_code == 0
+    assert verdict({"pass": 5}, **ok, judged=thin, min_judged=0).exit_code == 0
+    assert verdict({"pass": 5}, **ok, judged=Judged(4, 55, whole=False)).exit_code == 0  # --clause, -k, --only
+    v = verdict({"pass": 4, "fail": 1}, **ok, judged=thin)
+    assert v.exit_code == 1 and v.reasons[-1].startswith("too little judged")
+    assert verdict({"pass": 4, "harness-error": 1}, **ok, judged=thin).exit_code == 2
+    assert verdict({"pass": 5}, **ok).exit_code == 0  # no count given: nothing to hold it to
+
+
+def test_judged_musts_counts_the_clauses_that_apply():
+    from stdio_bus_conformance.reports.coverage import ClauseCoverage, Coverage
+    from stdio_bus_conformance.reports.summary import judged_musts
+
+    def c(cid, level, outcome, status="tested"):
+        return ClauseCoverage(cid, level, "J", "black-box", "", "", status, ["t"], outcome)
+    cov = Coverage([c("a", "MUST", "pass"), c("b", "MUST NOT", "fail"), c("c", "MUST", "skipped"),
+                    c("d", "MUST", "blocked"), c("e", "MUST", "unsupported"), c("f", "SHOULD", "pass"),
+                    c("g", "MUST", "not judged", status="untested")], [], [], True)
+    j = judged_musts(cov, whole=True)
+    assert (j.judged, j.total, j.whole) == (2, 4, True)
 
 
 # -- client ------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ and judges it against WORKER_SPEC.md with the tests in worker_tests/.
 Exit status: 0 every test passed (SHOULD-level warnings allowed); 1 a test
 failed, or the baseline has a stale entry; 2 the run cannot be trusted (a
 harness error, a collection error, nothing selected, fewer than --min-tests
-tests ran, or a MUST clause without a test). See README.md.
+tests ran, or a MUST clause without a test); 3 nothing failed, but a whole
+run judged fewer than --min-judged (half) of the MUST clauses that apply to
+the subject. See README.md.
 """
 
 from __future__ import annotations
@@ -104,6 +106,9 @@ def parse_args(argv):
                         "more for a subject the preflight found slow: conformance/README.md, Waits)")
     p.add_argument("--seed", type=int, help="seed of the run (default: random, printed)")
     p.add_argument("--min-tests", type=int, default=0, help="exit 2 if fewer tests ran")
+    p.add_argument("--min-judged", type=float, default=None, metavar="SHARE",
+                   help="exit 3 when a whole run judges fewer than this share of the MUST clauses that "
+                        "apply (default: 0.5; 0 turns it off)")
     p.add_argument("--tests-dir", dest="tests_dirs", action="append", default=[], metavar="DIR",
                    help="test directory or file to collect (repeatable; default: the suite's tests/)")
     p.add_argument("--coverage", action="store_true",
@@ -242,6 +247,8 @@ def pytest_args(opts, extra) -> list[str]:
     a += subject_args(opts, SUBJECT_FILES + ("baseline", "write_baseline", "update_baseline"))
     a += ["--report-dir", os.path.abspath(opts.report_dir), "--seed", str(opts.seed),
           "--min-tests", str(opts.min_tests)]
+    if opts.min_judged is not None:
+        a += ["--min-judged", str(opts.min_judged)]
     if opts.wait_timeout is not None:
         a += ["--wait-timeout", str(opts.wait_timeout)]
     for g in opts.clause:

@@ -6,7 +6,7 @@ the MCP lifecycle, tools and progress), then judges every line by one rule."""
 import pytest
 
 from stdio_bus_conformance.worker import rawjson as wj
-from stdio_bus_conformance.worker.process import WorkerError
+from stdio_bus_conformance.worker.process import WorkerError, WorkerTimeout
 from stdio_bus_conformance.worker.checks import (complete, error_shape_problem, messages,
                                                   reserved_code_problem, responses, show)
 
@@ -54,7 +54,11 @@ def test_every_message_ends_with_a_newline_the_last_one_too(worker):
     if ended == "killed":
         pytest.skip("the worker exited neither at end of input nor on SIGTERM (SB-T-16, SB-W-11): "
                     "its last bytes cannot be judged")
-    w.wait_eof(worker.timeout)
+    try:
+        w.wait_eof(worker.timeout)
+    except WorkerTimeout:  # no clause asks a launcher to take its children with it (codex-acp's node wrapper)
+        pytest.skip("the worker exited and a process it left behind holds its stdout open: "
+                    "its last bytes cannot be judged")
     assert w.stdout, "the worker wrote nothing at all"
     assert w.stdout.endswith(b"\n"), f"stdout ends without a newline: ...{bytes(w.stdout[-200:])!r}"
 

@@ -15,7 +15,7 @@ from ..common.errors import HarnessError
 from ..reports import baseline as bl
 from ..reports import console
 from ..reports import summary as run_summary
-from ..reports.outcomes import EXIT_HARNESS, Verdict, summary_line
+from ..reports.outcomes import EXIT_HARNESS, MIN_JUDGED, Verdict, summary_line
 from ..reports.render import write_all
 from ..reports.words import kit_line
 from ..spec import version as kit_version
@@ -67,6 +67,7 @@ class Finish:
             gate_enabled=self.run.gate_enabled, gate_interpretations=gate_i,
             gate_why="--strict" if opt("strict_should") else ("profile" if gate_i else "default: reported, not gated"),
             strict=opt("strict_should"), min_tests=opt("min_tests"),
+            min_judged=MIN_JUDGED if opt("min_judged") is None else opt("min_judged"),
             bite_map=opt("bite_map"), bite_results=opt("bite_results") or "",
             meta=meta, worker=self.run.subjects.worker_subject())
 
@@ -133,6 +134,11 @@ class Finish:
         for msg in s.fatal:
             tr.write_line(f"harness error: {msg}", red=True)
         for f in (s.worker or {}).get("root_causes", []):  # worker preflight
+            if f.get("environment"):  # what this environment lacks: once, on its own line, no failure
+                n = sum(1 for r in s.results.values() if r.outcome == "blocked"
+                        and r.message.startswith(f"{run_summary.ENV_BLOCKED} {f['summary']}"))
+                tr.write_line(f"blocked: {f['summary']} ({n} test(s) not judged)", yellow=True)
+                continue
             tr.write_line(f"root cause: {f['summary']} ({f['clause']}, {f['test']}); the tests "
                           "that stand on it are blocked", red=True)
         for e in s.collection_errors:
@@ -163,5 +169,7 @@ class Finish:
                           (" (" + "; ".join(s.verdict.reasons) + ")" if s.verdict.reasons else ""))
             for note in s.verdict.notes:
                 tr.write_line(f"note: {note}", yellow=True)
+            tr.write_line(s.judged.line(s.min_judged) + ("" if s.judged.whole else " (a selection: not gated)"),
+                          yellow=s.judged.too_few(s.min_judged))
             for line in console.verdict_lines(s):
                 tr.write_line(line, bold=True)

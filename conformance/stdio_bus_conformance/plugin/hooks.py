@@ -50,6 +50,9 @@ def pytest_addoption(parser):
     g.addoption("--only", action="append", default=[], metavar="NODEID",
                 help="run only the test with this node id (repeatable; used by reproducers)")
     g.addoption("--min-tests", type=int, default=0, help="exit 2 when fewer tests ran")
+    g.addoption("--min-judged", type=float, default=None, metavar="SHARE",
+                help="exit 3 when a whole run judges fewer than this share of the MUST clauses that apply "
+                     "(default 0.5; 0: off)")
     g.addoption("--wait-timeout", type=float,
                 help="deadline of one wait (s), fixed; default: 5 s or, for a subject the preflight "
                      "found slow, more (common/pace.py)")

@@ -40,6 +40,8 @@ def _head(s: RunSummary) -> list[str]:
     out.append(f"- result: **{summary_line(s.counts)}** (exit {s.verdict.exit_code}"
                + (": " + "; ".join(s.verdict.reasons) if s.verdict.reasons else "") + ")")
     out += [f"- note: {_md(n)}" for n in s.verdict.notes]
+    out.append(f"- coverage of this run: {_md(s.judged.line(s.min_judged))}"
+               + ("" if s.judged.whole else " (a selection: not gated)"))
     if s.worker is None:
         out += [f"- daemon: `{m.get('daemon')}`, profile: `{m.get('profile')}`"]
     else:

@@ -25,7 +25,31 @@ OUTCOMES = ("pass", "fail", "warn", "xfail", "blocked", "unsupported", "skipped"
 RAN = ("pass", "fail", "warn", "xfail", "harness-error")
 JUDGED = RAN + ("blocked",)   # selected and given a verdict (counts for --min-tests)
 
-EXIT_OK, EXIT_FAIL, EXIT_HARNESS = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_HARNESS, EXIT_THIN = 0, 1, 2, 3
+MIN_JUDGED = 0.5  # the share of the subject's MUST clauses a whole run must judge (--min-judged)
+
+
+@dataclass
+class Judged:
+    """How many of the subject's MUST clauses the run judged (passed, failed,
+    warned or expected to fail), of how many apply to it (every tested MUST
+    clause but those no test of which is supported: another profile's, a
+    mode or feature not claimed). whole: the whole suite was selected, so the
+    share means something (a run of --clause/-k/--only judges what it picked)."""
+    judged: int = 0
+    total: int = 0
+    whole: bool = False
+
+    def line(self, minimum: float | None) -> str:
+        share = f"{100 * self.judged / self.total:.0f}%" if self.total else "n/a"
+        floor = "" if not minimum else f", --min-judged {minimum:g}"
+        return f"judged {self.judged} of {self.total} MUST clauses that apply ({share}{floor})"
+
+    def too_few(self, minimum: float | None) -> bool:
+        return bool(minimum) and self.whole and self.total > 0 and self.judged < minimum * self.total
+
+    def to_json(self) -> dict:
+        return {"judged": self.judged, "total": self.total, "whole": self.whole}
 
 
 def exception_kind(exc: BaseException) -> str:
@@ -159,13 +183,16 @@ BINDING_FINDINGS = {  # findings that fail the run on their own: kind -> what th
 def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
             gate_failures: list, min_tests: int, nothing_selected: bool,
             findings: list = (), interrupted: bool = False, broken: list = (),
-            blocked: int = 0, strict: bool = False, ungated: int = 0) -> Verdict:
+            blocked: int = 0, strict: bool = False, ungated: int = 0,
+            judged: Judged | None = None, min_judged: float | None = MIN_JUDGED) -> Verdict:
     """The exit code: 2 for anything that makes the run untrustworthy, else 1
-    for a failure (or a stale baseline entry), else 0. Warnings fail only
-    with strict (--strict: SHOULD-level clauses gate too). ungated: how many
-    of counts["fail"] are failures that do not gate (see gates()); they are
-    named in the notes, never in the reasons."""
-    reasons_2, reasons_1, notes = [], [], []
+    for a failure (or a stale baseline entry), else 3 when a whole run judged
+    fewer than min_judged of the MUST clauses that apply (judged: a Judged;
+    a run that judged a few clauses and passed them says little), else 0.
+    Warnings fail only with strict (--strict: SHOULD-level clauses gate too).
+    ungated: how many of counts["fail"] are failures that do not gate (see
+    gates()); they are named in the notes, never in the reasons."""
+    reasons_2, reasons_1, reasons_3, notes = [], [], [], []
     ran = sum(counts.get(o, 0) for o in JUDGED)
     if fatal:
         reasons_2 += fatal
@@ -203,10 +230,14 @@ def verdict(counts: dict, *, collection_errors: int, fatal: list, stale: list,
         n = sum(1 for f in findings if f.get("kind") == kind and not f.get("root_cause"))
         if n:
             reasons_1.append(f"{n} {words}")
+    if judged is not None and judged.too_few(min_judged):
+        reasons_3.append(f"too little judged: {judged.line(min_judged)}")
     if reasons_2:
-        return Verdict(EXIT_HARNESS, reasons_2 + reasons_1, notes)
+        return Verdict(EXIT_HARNESS, reasons_2 + reasons_1 + reasons_3, notes)
     if reasons_1:
-        return Verdict(EXIT_FAIL, reasons_1, notes)
+        return Verdict(EXIT_FAIL, reasons_1 + reasons_3, notes)
+    if reasons_3:
+        return Verdict(EXIT_THIN, reasons_3, notes)
     return Verdict(EXIT_OK, [], notes)
 
 

@@ -35,6 +35,7 @@ def results_json(s: RunSummary) -> dict:
         "exit_code": s.verdict.exit_code,
         "exit_reasons": s.verdict.reasons,
         "exit_notes": s.verdict.notes,
+        "judged_must": {**s.judged.to_json(), "min_judged": s.min_judged},
         "verdict": {"lines": verdict_lines(s),
                     **{t: tier_verdict(s, t) for t in ("spec", "interpretation", "extension")}},
         "summary": s.counts,

@@ -11,7 +11,8 @@ from . import bite
 from .coverage import Coverage
 from .coverage import compute as compute_coverage
 from ..spec.judge import tier
-from .outcomes import OUTCOMES, Verdict, gates, ungated_failures, verdict
+from .coverage import JUDGED as JUDGED_CLAUSE
+from .outcomes import MIN_JUDGED, OUTCOMES, Judged, Verdict, gates, ungated_failures, verdict
 from .words import MANDATORY
 
 
@@ -31,6 +32,8 @@ class RunSummary:
     preflight: object = None        # preflight.Results
     root_causes: list = field(default_factory=list)
     repeat: dict | None = None      # --repeat: {"n", "tests": [{"test", "outcomes", "verdict"}]}
+    judged: Judged = field(default_factory=Judged)   # MUST clauses judged, of those that apply
+    min_judged: float | None = MIN_JUDGED
 
     def repeated(self, nodeid: str) -> dict | None:
         return next((t for t in (self.repeat or {}).get("tests", []) if t["test"] == nodeid), None)
@@ -85,10 +88,31 @@ class RunFacts:
     gate_why: str = "profile"
     strict: bool = False            # SHOULD failures fail the run too
     min_tests: int = 0
+    min_judged: float | None = MIN_JUDGED   # --min-judged: the share of MUST clauses a whole run judges
     bite_map: str | None = None
     bite_results: str = ""
     meta: dict = field(default_factory=dict)   # the subject, seed, times, selection (results.json meta)
     worker: dict | None = None      # worker mode: the worker's description
+
+
+def judged_musts(coverage: Coverage | None, whole: bool) -> Judged:
+    """Of the MUST clauses some test cites, those that apply to the subject
+    (not every test of theirs unsupported: another profile's, or a mode or
+    feature the subject does not claim), and how many of them were judged."""
+    if coverage is None:
+        return Judged(whole=whole)
+    apply = [c for c in coverage.clauses if c.level in MANDATORY and c.status == "tested"
+             and c.outcome not in ("unsupported", "not run")]
+    return Judged(sum(1 for c in apply if c.outcome in JUDGED_CLAUSE), len(apply), whole)
+
+
+def environment_blocked(message: str) -> bool:
+    """A test blocked by what the environment lacks (a login, a model back
+    end), not by a defect of the subject: not judged, never a failure."""
+    return (message or "").startswith(ENV_BLOCKED)
+
+
+ENV_BLOCKED = "blocked: environment:"
 
 
 def level_of(registry, cid: str | None) -> str:
@@ -129,21 +153,25 @@ def summarize(f: RunFacts) -> RunSummary:
     # failure, the tests it blocked are not judged, and fail nothing (as "preflight::<item>")
     expected_tests = {n.split("::")[-1].split("[")[0] for n, r in f.results.items() if r.outcome == "xfail"}
     blocked = sum(1 for r in f.results.values() if r.outcome == "blocked"
+                  and not environment_blocked(r.message)
                   and not any(r.message.startswith(f"blocked: {i}:") for i in expected_items)
                   and not _named_by(r.message, expected_tests))
     base = bl.report(f.baseline, f.results, set(f.inventory) if f.inventory_complete else None, f.preflight)
     counts = count(f.results)
+    selection = (f.meta.get("selection") or {}).values()
+    judged = judged_musts(coverage, whole=f.inventory_complete and not any(selection) and not f.nothing_selected)
     v = verdict(counts, collection_errors=len(f.collection_errors), fatal=f.fatal, stale=base["stale"],
                 gate_failures=coverage.gate_failures if coverage else [],
                 min_tests=f.min_tests, nothing_selected=f.nothing_selected,
                 findings=f.findings, interrupted=f.interrupted,
                 broken=[rc for rc in causes if rc["binding"]], blocked=blocked,
-                strict=f.strict, ungated=ungated)
+                strict=f.strict, ungated=ungated, judged=judged, min_judged=f.min_judged)
     # whether failures of our interpretations decide the exit status, and why
     meta = {**f.meta, "gate": {"interpretations": gate_i, "why": f.gate_why}}
     levels = {c.id: c.level for c in f.registry} if f.registry else {}
     return RunSummary(meta, f.results, counts, coverage, v, levels, base, f.collection_errors, f.fatal,
-                      f.worker, findings=f.findings, preflight=f.preflight, root_causes=causes)
+                      f.worker, findings=f.findings, preflight=f.preflight, root_causes=causes,
+                      judged=judged, min_judged=f.min_judged)
 
 
 _NAMED_BY = re.compile(r"\(root cause, named by \S+ in (\w+)\)")

@@ -60,6 +60,14 @@ MCP_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")  # the MCP revisions t
 DEFAULT_MCP_VERSION = MCP_VERSIONS[-1]
 FACTS = ("request", "failing_request", "invalid_params_request", "tool_call", "long_call", "ask_call",
          "verbose_args", "acp_prompt", "acp_permission_prompt")
+# what the suite sends as an ACP client (ACP v1, Initialization): the request an agent answers at once
+ACP_PROTOCOL_VERSION = 1
+ACP_CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}}
+ACP_INITIALIZE = {"method": "initialize",
+                  "params": {"protocolVersion": ACP_PROTOCOL_VERSION, "clientCapabilities": ACP_CLIENT_CAPABILITIES,
+                             "clientInfo": {"name": "stdio-bus-conformance", "version": "1"}}}
+# the default flow's prompt (no description, or one without [acp] prompt): short, asks for nothing
+DEFAULT_ACP_PROMPT = "Reply with the single word: hello."
 _PLACEHOLDER = re.compile(r"\{(ms|seconds|steps|text)\}")
 
 
@@ -79,10 +87,11 @@ def clause_applies(clause_profiles: dict | None, claims, mcp_version: str) -> bo
 
 def speaks(claims, vehicle: str) -> bool:
     """Whether a test that talks `vehicle` can run: `mcp` needs an MCP
-    server, `jsonrpc` a worker with JSON-RPC error codes (a JSON-RPC peer or
-    an MCP server), `plain` a stdio Bus worker."""
+    server, `jsonrpc` a worker with JSON-RPC error codes (a JSON-RPC peer, an
+    MCP server or an ACP agent: both protocols follow JSON-RPC 2.0), `plain`
+    a stdio Bus worker."""
     if vehicle == "jsonrpc":
-        return "jsonrpc" in claims or "mcp" in claims
+        return "jsonrpc" in claims or "mcp" in claims or "acp" in claims
     return vehicle in claims
 
 
@@ -124,19 +133,42 @@ class WorkerDescription:
         serve without, SB-R-4)."""
         return "mcp" in self.claims and "plain" not in self.claims
 
+    @property
+    def acp_handshake(self) -> bool:
+        """An ACP agent (and not an MCP server or a bus worker): each process
+        it runs gets `initialize` first, as an editor sends it (ACP
+        Initialization: clients MUST initialize the connection before
+        anything else; an agent may refuse other requests until then)."""
+        return "acp" in self.claims and "mcp" not in self.claims and "plain" not in self.claims
+
+    @property
+    def handshake(self) -> bool:
+        """Each process is initialized first, as the protocol's client does."""
+        return self.mcp_handshake or self.acp_handshake
+
+    def prompt(self) -> str:
+        """The prompt of a turn that ends by itself: the description's, else the default flow's."""
+        return self.acp_prompt or DEFAULT_ACP_PROMPT
+
     def claims_profile(self, profile: str) -> bool:
         return profile in self.claims
 
     def the_request(self) -> dict:
         """The request the worker answers at once: `ping` for an MCP worker,
-        else the description's [request], else `ping`."""
-        if self.claims_profile("mcp") or self.request is None:
+        else the description's [request], else for an ACP agent `initialize`
+        (ACP has no ping; initialize is the one request every agent serves
+        before any session, and may be sent again), else `ping`."""
+        if self.claims_profile("mcp"):
             return {"method": "ping"}
-        return copy.deepcopy(self.request)
+        if self.request is not None:
+            return copy.deepcopy(self.request)
+        if self.claims_profile("acp"):
+            return copy.deepcopy(ACP_INITIALIZE)
+        return {"method": "ping"}
 
     def has(self, fact: str) -> bool:
-        if fact == "request":
-            return True
+        if fact == "request" or (fact == "acp_prompt" and "acp" in self.claims):
+            return True  # an ACP agent without a description gets the default flow's prompt
         return getattr(self, fact) is not None
 
     def argv(self, extra=()) -> list[str]:

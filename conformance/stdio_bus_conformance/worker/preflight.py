@@ -83,20 +83,22 @@ class _Probe:
         (name, value), = member.items()
         proc.send(envelope(id=line.raw("id"), extra={name: value}))
 
-    def ask(self, method: str, params=None, session: bytes | None = None, before: list | None = None):
+    def ask(self, method: str, params=None, session: bytes | None = None, before: list | None = None,
+            timeout: float | None = None):
         """Sends a request; its response object, or None when none came in
-        time (or the worker ended). before: gets the lines the worker wrote
-        before that response."""
+        time (timeout, else the answer deadline; or the worker ended).
+        before: gets the lines the worker wrote before that response."""
         from .run import envelope
         self.ids += 1
         rid = wj.token(self.ids if self.int_ids else f"sb-preflight-{self.ids}")
         self.proc.send(envelope(id=rid, method=method, params=params, session=session))
         first, t0 = not self.proc.lines, time.monotonic()
         try:
-            earlier, answer = self.proc.until(wj.id_key(rid), self.timeout)
+            earlier, answer = self.proc.until(wj.id_key(rid), timeout or self.timeout)
         except WorkerError:
             return None
-        PACE.saw("initialize" if first else "answer", time.monotonic() - t0)
+        if timeout is None:  # a turn of an agent is no round trip: it does not set the pace
+            PACE.saw("initialize" if first else "answer", time.monotonic() - t0)
         if before is not None:
             before.extend(earlier)
         return answer.obj
@@ -139,6 +141,9 @@ def _start(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir:
                                     "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO})
         if _initialized(init):
             p.notify("notifications/initialized")
+    elif desc.acp_handshake and desc.request is not None:  # else its request is initialize itself
+        from .description import ACP_INITIALIZE
+        init = p.ask("initialize", ACP_INITIALIZE["params"])
     method, params = _request(desc)
     return p, init, p.ask(method, params)
 
@@ -217,6 +222,8 @@ def run(desc: WorkerDescription, timeout: float) -> dict:
             findings += _sigterm(desc, timeout, recorder, workdir)
         if speaks(desc.claims, "jsonrpc") and healthy:
             findings += _poisons(desc, timeout, recorder, workdir, int_ids)
+        if desc.acp_handshake and healthy:
+            findings += _acp_flow(desc, timeout, recorder, workdir)
     except WorkerError as exc:  # e.g. its stdin closed while the suite wrote
         findings.append(_finding("silent", SILENT_PLAIN if desc.bus else SILENT_RPC,
                                  f"the worker answers no request: {exc}"))
@@ -279,6 +286,64 @@ def _answers_notifications(p: _Probe, method: str, params) -> list[dict]:
         return []
     return [_finding("notification-answered", NOTIFICATIONS,
                      f"the worker answers notifications: {replies[0].data[:120]!r} came for one")]
+
+
+ACP_BLOCKED = "the agent needs authentication / its back end"
+TURN_FACTOR = 4  # a turn waits this many answer deadlines (as test_acp.py's turns do)
+
+
+def _env_finding(key: str, summary: str) -> dict:
+    """What the environment lacks, not a defect: no clause, no test names it;
+    the tests that need it are blocked, not judged (WORKER_SPEC.md, Appendix G)."""
+    return {"key": key, "clause": None, "test": None, "environment": True,
+            "summary": f"{ACP_BLOCKED}: {summary}"}
+
+
+def satisfiable(methods, env: dict) -> dict | None:
+    """The first authentication method the environment can satisfy: an
+    `env_var` method (ACP auth methods) whose variables are all set."""
+    for m in methods if isinstance(methods, list) else []:
+        vars_ = m.get("vars") if isinstance(m, dict) and m.get("type") == "env_var" else None
+        if vars_ and all(isinstance(v, dict) and env.get(str(v.get("name"))) for v in vars_):
+            return m
+    return None
+
+
+def _acp_flow(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str) -> list[dict]:
+    """The default flow of an editor (WORKER_SPEC.md, Appendix G): initialize,
+    authenticate when the agent offers a method this environment satisfies,
+    session/new, a short prompt. What it cannot do here is one root cause:
+    acp-session (no session: a login, its back end), acp-turn (no turn ends)."""
+    from .description import ACP_INITIALIZE, DEFAULT_ACP_PROMPT
+    p = _Probe(desc, timeout, recorder, workdir, 30)
+    try:
+        init = p.ask("initialize", ACP_INITIALIZE["params"])
+        if not _initialized(init):
+            return []  # SB-G-3's test names that
+        methods = init["result"].get("authMethods") or []
+        method = satisfiable(methods, {**os.environ, **desc.env})
+        if method is not None:
+            p.ask("authenticate", {"methodId": method.get("id")})
+        new = p.ask("session/new", {"cwd": workdir, "mcpServers": []})
+        sid = ((new or {}).get("result") or {}).get("sessionId") if isinstance(new, dict) else None
+        if not isinstance(sid, str):
+            got = "no answer" if new is None else f"{new.get('error', new)!r}"[:200]
+            offered = [str(m.get("id")) for m in methods if isinstance(m, dict)]
+            auth = (f"; it offers authentication ({', '.join(offered)}), none this environment can satisfy"
+                    if offered and method is None else "")
+            return [_env_finding("acp-session", f"session/new got {got}{auth}")]
+        turn = timeout * TURN_FACTOR
+        text = desc.acp_prompt or DEFAULT_ACP_PROMPT
+        ans = p.ask("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}, timeout=turn)
+        if ans is None:
+            return [_env_finding("acp-turn", f"a prompt ({text!r}) was not answered within {turn:g} s")]
+        if "error" in ans:
+            return [_env_finding("acp-turn", f"a prompt ({text!r}) got {ans['error']!r}"[:300])]
+        return []
+    except WorkerError:
+        return []
+    finally:
+        p.stop()
 
 
 def _sigterm(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str) -> list[dict]:

@@ -41,7 +41,7 @@ import pytest
 from . import rawjson as wj
 from ..common.errors import HarnessError
 from ..common.transcript import Recorder, render
-from .description import WorkerDescription, fill, mentions, speaks
+from .description import ACP_INITIALIZE, WorkerDescription, fill, mentions, speaks
 from .inputs import kind_of, kinds_in
 from .process import Line, WorkerError, WorkerProc, WorkerTimeout
 
@@ -146,6 +146,8 @@ class WorkerRun:
         """Skips the test as blocked when the preflight found the root cause
         `key` and this test is not the one that names it."""
         f = self.findings.get(key)
+        if f is not None and f.get("environment"):  # no defect: not judged here (summary.ENV_BLOCKED)
+            pytest.skip(f"blocked: environment: {f['summary']}")
         selected = self.ctx.selected
         # a root cause whose own test is left out of the run is not named: nothing is blocked by it
         if f is not None and f["test"] != self.test_name and (selected is None or f["test"] in selected):
@@ -191,7 +193,7 @@ class WorkerRun:
         first, as an MCP client does. auto_reply: answer the requests it
         sends whenever the test waits (False: the test answers them)."""
         self.blocked_by("silent")
-        handshake = self.desc.mcp_handshake if handshake is None else handshake
+        handshake = self.desc.handshake if handshake is None else handshake
         if handshake:
             self.blocked_by("initialize")
         args = list(extra_args) + (list(self.desc.verbose_args or []) if verbose else [])
@@ -220,6 +222,8 @@ class WorkerRun:
         initialize result."""
         self._in_handshake = True
         try:
+            if self.desc.acp_handshake:
+                return self._acp_handshake(proc)
             m = self.initialize(id=f"sb-init-{self.next_id()}")
             proc.send(m.line)
             line = self.serve(proc, m.key)
@@ -237,6 +241,21 @@ class WorkerRun:
             return result
         finally:
             self._in_handshake = False
+
+    def _acp_handshake(self, proc: WorkerProc) -> dict:
+        """ACP Initialization: `initialize` (protocol v1, the fs client
+        capabilities), nothing after it; what the agent wrote meanwhile is
+        no answer to the test's first input."""
+        m = self.rpc("initialize", ACP_INITIALIZE["params"], id=f"sb-init-{self.next_id()}")
+        proc.send(m.line)
+        line = self.serve(proc, m.key)
+        result = line.obj.get("result")
+        if not isinstance(result, dict):
+            raise WorkerError(f"{proc.name}: initialize failed, so the ACP connection cannot start: "
+                              f"{line.data[:300]!r}")
+        proc.forget_before(line)
+        proc.settled = line.seq
+        return result
 
     def claims(self, profile: str) -> bool:
         return self.desc.claims_profile(profile)

@@ -1,7 +1,8 @@
-"""The worker profile `acp` (WORKER_SPEC.md, Appendix G) on the interop
-agent (agent.mjs, agent.toml): 0 findings as written, and each broken
-variant (ACP_AGENT_BREAK) fails, or for a SHOULD warns, on exactly the
-clause it breaks and nothing else."""
+"""The worker profile `acp` (WORKER_SPEC.md, Appendix G, and the JSON-RPC
+and stdio clauses ACP takes, issue 35) on the interop agent (agent.mjs,
+agent.toml): as written, only the official SDK's own findings (SDK_FINDINGS);
+each broken variant (ACP_AGENT_BREAK) fails, or for a SHOULD warns, on
+exactly the Appendix G clause it breaks."""
 
 import json
 import subprocess
@@ -21,10 +22,17 @@ BREAKS = {
     "no-cancel": ({"SB-G-7"}, set()),
     "string-version": ({"SB-G-3", "SB-G-4"}, set()),
     "same-session": ({"SB-G-5"}, set()),
-    "bad-stop": ({"SB-G-6"}, set()),
+    "bad-stop": ({"SB-G-6", "SB-G-7"}, set()),  # SB-G-7: a turn cancelled at once may end first, with "done"
     "wrong-unknown-code": ({"SB-G-8"}, set()),
     "linger": (set(), {"SB-G-9"}),
 }
+
+
+# what the pinned SDK (@agentclientprotocol/sdk 2.4.0) does, whatever agent.mjs does: failing, warned.
+# SB-J-6: {"jsonrpc":"2.0","id":"neither"} (neither method nor result/error) gets no answer (JSON-RPC 2.0
+# section 5.1, -32600). SB-R-9: params 3 get -32602, the reading asks -32600. SB-R-13: an invalid request's
+# error carries id null though its id could be read.
+SDK_FINDINGS = ({"SB-J-6"}, {"SB-R-9", "SB-R-13"})
 
 
 def clauses_of(results, outcome):
@@ -48,8 +56,12 @@ def test_the_profile_judges_the_agent_on_what_it_breaks(brk, tmp_path):
     assert not results["fatal_errors"] and not results["collection_errors"], output
     assert results["summary"]["harness-error"] == 0, output
     failing, warned = BREAKS[brk]
-    assert clauses_of(results, "fail") == failing, output
-    assert clauses_of(results, "warn") == warned, output
-    judged = {t["nodeid"] for t in results["tests"] if t["outcome"] in ("pass", "fail", "warn")}
-    assert len(judged) == 10 and all("test_acp.py" in n for n in judged), sorted(judged)
-    assert p.returncode == (1 if failing else 0), output
+    g = lambda clauses: {c for c in clauses if c.startswith("SB-G-")}  # noqa: E731
+    assert g(clauses_of(results, "fail")) == failing, output
+    assert g(clauses_of(results, "warn")) == warned, output
+    if not brk:
+        assert clauses_of(results, "fail") == SDK_FINDINGS[0], output
+        assert clauses_of(results, "warn") == SDK_FINDINGS[1], output
+    judged = results["judged_must"]
+    assert judged["total"] >= 30 and judged["judged"] >= judged["total"] - 1, judged  # SB-J-9: no failing_request
+    assert p.returncode == 1, output  # SB-J-6, as written too
