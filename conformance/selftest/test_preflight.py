@@ -2,12 +2,13 @@
 are judged once, on their own clause; a test standing on a broken one is
 `blocked` (never a pass, never a fail of its own clause); the report opens
 with the root causes and how many tests each blocked; a daemon that never
-serves is diagnosed in seconds."""
+serves is diagnosed once, in one first-contact wait."""
 
 import json
 import time
 
 from conftest import write_suite
+from stdio_bus_conformance.common.pace import FIRST_CONTACT
 
 STANDS = '''
 import signal
@@ -59,7 +60,7 @@ def test_correct_daemon_passes_the_preflight_quickly(harness):
     assert run.results["root_causes"] == []
 
 
-def test_never_serving_daemon_is_diagnosed_in_seconds(harness):
+def test_never_serving_daemon_is_diagnosed_once(harness):
     t0 = time.monotonic()
     run = harness(breaks=["never-serve"], profile="shutdown_timeout = 2.0\n")
     took = time.monotonic() - t0
@@ -69,7 +70,8 @@ def test_never_serving_daemon_is_diagnosed_in_seconds(harness):
     # every test is blocked, but those judging the start clauses (none here)
     assert set(run.outcomes.values()) == {"blocked"}
     assert sum(rc["blocked"] for rc in causes(run).values()) == 12
-    assert took < 30, took
+    # one first-contact wait in all (the preflight's starts, side by side), never one per test
+    assert took < FIRST_CONTACT + 30, took
     md = (run.report_dir / "report.md").read_text()
     assert md.index("## Root causes") < md.index("## Coverage")
 
