@@ -46,6 +46,7 @@ import os
 import select
 import signal
 import socket
+import threading
 import time
 
 from . import contain, evidence
@@ -233,8 +234,17 @@ def _full_pipe(bus: Bus) -> None:
                              "params": {"n": i, "pad": f"{i:06d}" * (size // 6)}}, separators=(",", ":")).encode()
                  + b"\n" for i in range(n)]
         # A daemon may stop reading this client while the worker's pipe is full
-        # (backpressure, 7.3.1): the send is a flow, given a few waits to finish.
-        c.send(b"".join(lines), timeout=4 * bus.timeout)
+        # (backpressure, 7.3.1): the send is a flow that may finish only once the
+        # harness reads the pipe, so it runs beside (its error is judged at the end).
+        sent: list = []
+
+        def send():
+            try:
+                c.send(b"".join(lines), timeout=8 * bus.timeout)
+            except DaemonError as exc:
+                sent.append(exc)
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
         pipe = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
     except DaemonCrashed as exc:
         raise Broken(f"the daemon died of {exc.signame} writing to a worker that reads slowly") from None
@@ -274,6 +284,9 @@ def _full_pipe(bus: Bus) -> None:
         raise Broken(f"{n} lines of {size // 1024} KiB to a worker that reads nothing: {exc}") from None
     finally:
         os.close(pipe)
+    sender.join(bus.timeout)
+    if sent and len(got) < n:
+        raise Broken(f"{n} lines of {size // 1024} KiB to a worker that reads nothing: {sent[0]}")
     whole = set(lines)
     cut = [x for x in got if x not in whole]
     if cut:
