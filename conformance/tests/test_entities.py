@@ -293,11 +293,14 @@ def test_session_ends_when_its_worker_exits(bus):
     gone = pid_of(c.request(session="s"))
     exit_worker(c, "s")
     wait_reaped(gone)
-    # the surviving worker writes a notification for "s": no session, so discarded
-    stale = '{"jsonrpc":"2.0","method":"mock/stale","sessionId":"s"}\n'
-    c.send_json({"jsonrpc": "2.0", "id": "emit", "method": "x", "params": {"mock": {"emit": stale}}})
-    bus.worker_log().wait_sent(b"mock/stale")
-    assert c.sync() == [], "a notification for the dead worker's session was delivered"
+    # the surviving worker writes a notification for "s": no session, so discarded. Reaped is
+    # not yet handled for every daemon (a runtime that reaps in one step and calls back in
+    # another): until the wait's end, once the daemon has handled the exit
+    def ended(k=iter(range(1 << 30))):
+        stale = '{"jsonrpc":"2.0","method":"mock/stale","sessionId":"s","params":{"k":%d}}\n' % next(k)
+        c.request("x", params={"mock": {"emit": stale}})
+        return not any(b"mock/stale" in line for line in c.sync())
+    wait_until(ended, wait_timeout(), "the dead worker's session ended (a notification for it no longer delivered)")
     # "s" is unknown now: it starts anew on a running worker
     with checking("SB-I-12"):
         assert pid_of(c.request(session="s")) != gone

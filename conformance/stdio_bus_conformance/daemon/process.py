@@ -511,7 +511,9 @@ class Daemon:
         in wait_exit. True once it exited."""
         deadline = time.monotonic() + grace
         while not self._exited.wait(EXIT_POLL):
-            if time.monotonic() >= deadline and not self._draining(grace):
+            if self._draining(grace):  # its last worker may go only now: grace counts from then
+                deadline = max(deadline, time.monotonic() + grace)
+            elif time.monotonic() >= deadline:
                 return False
             try:
                 evidence.run(bound)

@@ -594,6 +594,9 @@ final class Bus {
         if (listener != null) {
             if (listenerKey != null) listenerKey.cancel();
             try { listener.close(); } catch (IOException ignored) { }
+            // NIO closes a registered channel's fd only at the next selection: flush it now, so
+            // the socket is closed before the workers are signalled (10.2's order; I2)
+            try { if (selector != null) selector.selectNow(); } catch (IOException ignored) { }
             listener = null;
         }
         if (unixPath != null) {
