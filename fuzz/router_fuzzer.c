@@ -959,16 +959,22 @@ static expect model_from_client(int c, const msg *m) {
     }
 
     e.is_request = m->id != NULL; /* SB-I-24 */
-    if (m->id) { /* SB-I-51: a quarter of the table, or more while as much stays free */
+    if (m->id) {                  /* SB-I-18, SB-I-54: a full table holds the request */
         int held = mp_count(&W.requests, true, c);
-        if (held >= SB_ROUTER_CLIENT_SHARE && held >= CAP_PENDING - W.requests.count) {
+        int free = CAP_PENDING - W.requests.count;
+        if (free <= 0) {
+            e.action = SB_ROUTE_HOLD;
+            e.why = SB_WHY_PENDING_FULL;
+            return e;
+        }
+        /* SB-I-51 (issue 32): beyond its floor a client takes only what leaves the connected
+         * clients' floors free. The harness drives the tables without connecting clients
+         * (sb_router_add_client), so the floors still free are the router's own count. */
+        if (held >= SB_ROUTER_FLOOR && free <= W.router.floor_free) {
+            e.action = SB_ROUTE_HOLD; /* SB-I-54: held, never dropped */
             e.why = SB_WHY_CLIENT_SHARE;
             return e;
         }
-    }
-    if (m->id && W.requests.count >= CAP_PENDING) {
-        e.why = SB_WHY_PENDING_FULL;
-        return e;
     }
     int target;
     if (m->sid) {
@@ -1045,7 +1051,10 @@ static expect model_from_worker(int w, const msg *m) {
             return e;
         }
         if (m->id && m->method) { /* SB-I-15, within the client's share (SB-I-52) */
-            if (mp_count(&W.upstream, false, s->client) >= SB_ROUTER_UPSTREAM_SHARE) {
+            int owed = mp_count(&W.upstream, false, s->client);
+            int free = W.router.upstream.capacity - W.upstream.count;
+            if (owed >= SB_ROUTER_UPSTREAM_SHARE ||
+                (owed >= SB_ROUTER_FLOOR && free > 0 && free <= W.router.upstream_floor_free)) {
                 e.why = SB_WHY_UPSTREAM_SHARE;
                 return e;
             }
