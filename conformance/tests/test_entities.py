@@ -297,8 +297,13 @@ def test_session_ends_when_its_worker_exits(bus):
     # not yet handled for every daemon (a runtime that reaps in one step and calls back in
     # another): until the wait's end, once the daemon has handled the exit
     def ended(k=iter(range(1 << 30))):
-        stale = '{"jsonrpc":"2.0","method":"mock/stale","sessionId":"s","params":{"k":%d}}\n' % next(k)
-        c.request("x", params={"mock": {"emit": stale}})
+        n = next(k)
+        stale = '{"jsonrpc":"2.0","method":"mock/stale","sessionId":"s","params":{"k":%d}}\n' % n
+        c.send_json({"jsonrpc": "2.0", "id": f"emit-{n}", "method": "x", "params": {"mock": {"emit": stale}}})
+        try:  # the mock answers no emit; before the exit is handled the line may go to the dead one
+            bus.worker_log().wait_sent(b'"k":%d}' % n, timeout=pace().bound("answer", 0.5))
+        except DaemonTimeout:
+            return False
         return not any(b"mock/stale" in line for line in c.sync())
     wait_until(ended, wait_timeout(), "the dead worker's session ended (a notification for it no longer delivered)")
     # "s" is unknown now: it starts anew on a running worker
