@@ -38,10 +38,12 @@ class NeverComes(DaemonTimeout):
 class Lost(DaemonTimeout):
     """A message the harness saw sent is gone: a worker wrote the answer,
     the daemon (alive) read it off the worker's pipe, and the client that
-    asked never got it (issue 37 item 4). Judged on `clause`, the one that
-    promises its delivery, whatever else the test was about; a
-    DaemonTimeout, so code that reads a timeout as "it did not come" reads
-    this the same way."""
+    asked never got it (issue 37 item 4). The message says "lost" and
+    `clause` names the clause that promises its delivery (SB-6.3.1-2); it is
+    judged, as any failure, by the clause the test checks: the loss may
+    follow from a defect that test is about (a request never recorded is
+    rightly discarded when its answer comes, 6.3.1-4). A DaemonTimeout, so
+    code that reads a timeout as "it did not come" reads this the same way."""
 
     def __init__(self, clause: str, message: str):
         super().__init__(message)

@@ -12,7 +12,6 @@ import pytest
 from ..common import context
 from ..common.errors import DaemonCrashed
 from ..reports.outcomes import Phase, TestResult, classify, exception_kind
-from ..common.errors import Lost
 from ..spec.judge import ClauseFailure
 from . import keys
 from .selection import item_clauses
@@ -78,7 +77,7 @@ class Results:
                     text = exc.detail or text
                 rep.sb_message = text if len(text) < 2000 else text[:2000] + "..."
                 # the clause the failure is judged by: the check's, else the test's first
-                rep.sb_clause = exc.clause if isinstance(exc, (ClauseFailure, Lost)) else \
+                rep.sb_clause = exc.clause if isinstance(exc, ClauseFailure) else \
                     (rep.sb_clauses[0] if rep.sb_clauses else None)
                 if isinstance(exc, DaemonCrashed):
                     rep.sb_finding = "crash"

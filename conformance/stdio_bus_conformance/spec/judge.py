@@ -8,8 +8,6 @@ the outcome (fail for MUST/MUST NOT, warn for SHOULD/SHOULD NOT/MAY):
   AssertionError carrying the clause);
 * ``with checking("SB-I-34"): d.wait_log("WARN")`` attributes any failure
   inside the block (an assertion, a DaemonTimeout...) to that clause;
-* a Lost (a worker's answer the daemon read and never delivered) is
-  judged on the clause it carries, the one that promises the delivery;
 * anything else (a plain ``assert``, a DaemonError from a wait) is attributed
   to the test's FIRST cited clause. A test citing clauses of different levels
   or tiers therefore lists first the clause its plain asserts check, and
@@ -24,7 +22,7 @@ from __future__ import annotations
 import contextlib
 
 from ..common import context
-from ..common.errors import DaemonCrashed, DaemonError, HarnessError, Lost
+from ..common.errors import DaemonCrashed, DaemonError, HarnessError
 
 
 class ClauseFailure(AssertionError):
@@ -59,7 +57,7 @@ def checking(clause_id: str):
     _cited(clause_id)
     try:
         yield
-    except (ClauseFailure, DaemonCrashed, Lost):  # a loss is judged where delivery is promised
+    except (ClauseFailure, DaemonCrashed):
         raise
     except (AssertionError, DaemonError) as exc:
         text = str(exc) or exc.__class__.__name__
