@@ -256,7 +256,7 @@ def _full_pipe(bus: Bus) -> None:
     try:
         # the daemon met a full pipe: it holds at least half a pipe and stopped writing
         quiet = max(0.2, FACTOR * bus.ctx.pace.answer)
-        last, since, deadline = -1, time.monotonic(), time.monotonic() + bus.timeout
+        last, since, deadline = -1, time.monotonic(), time.monotonic() + bus.timeout + quiet
         while True:
             d.check("while it wrote to a worker that reads nothing")
             held = evidence.pipe_unread(pid, 0) or 0
