@@ -193,6 +193,7 @@ class Daemon:
         self.term_signal = signal.SIGTERM   # what asks it to shut down at teardown (the bus may say SIGINT)
         self.drain_timeout = config.DEFAULT_DRAIN   # its config's drain_timeout_sec (the bus sets it)
         self._shutdown_at: float | None = None  # when the harness last asked it to shut down
+        self._signalled_at: float | None = None  # when the harness last sent it a signal
         self._exited = threading.Event()
         self._exit_time = 0.0
         self.cpu_at_exit: float | None = None  # CPU seconds it had used when it exited
@@ -535,8 +536,9 @@ class Daemon:
         if sig not in (0, signal.SIGSTOP, signal.SIGCONT, signal.SIGCHLD):
             self.sent_signals.add(int(sig))
             self.exit_expected = True
+        self._signalled_at = time.monotonic()
         if sig in SHUTDOWN_SIGNALS:
-            self._shutdown_at = time.monotonic()
+            self._shutdown_at = self._signalled_at
         self.check("before the harness sent it " + signame(sig))
         try:
             ignored = sig in procinfo.ignored_signals(self.proc.pid)
@@ -560,6 +562,10 @@ class Daemon:
         wait with NeverComes once the exit cannot come."""
         timeout = self.profile.shutdown_timeout if timeout is None else timeout
         self.exit_expected = True
+        if self._shutdown_at is None and self._signalled_at is not None:
+            # an exit awaited after another signal (SIGQUIT, SB-I-48) is a shutdown too: the
+            # daemon is granted drain_timeout_sec for its workers as after SIGTERM (10.2)
+            self._shutdown_at = self._signalled_at
         if not self._await_exit(timeout, bound):
             raise DaemonTimeout(f"the daemon did not exit within {timeout:g} s"
                                 + (" (nor within drain_timeout_sec of the shutdown with workers left)"
