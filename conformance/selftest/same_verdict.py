@@ -41,6 +41,17 @@ def compare(name: str, quiet: str, busy: str) -> list[str]:
     return problems
 
 
+def new_failures(quiet: str, busy: str) -> list[str]:
+    """The tests that failed busy and not quiet, each with the start of its
+    message: what a DIFFERENT verdict came from, in the CI log itself."""
+    def failed(d):
+        res = json.loads((Path(d) / "results.json").read_text())
+        return {t["nodeid"]: t for t in res["tests"] if t["outcome"] == "fail"}
+    q, b = failed(quiet), failed(busy)
+    return [f"{n} [{t['clause']}]: {' '.join(str(t.get('message', '')).split())[:600]}"
+            for n, t in sorted(b.items()) if n not in q]
+
+
 def parse(argv: list[str]):
     busy, cases, i = False, [], 0
     while i < len(argv):
@@ -94,6 +105,9 @@ def main(argv: list[str]) -> int:
         b_rc, b_fail = verdict(out) if not found or "no verdict" not in found[0] else (rc, set())
         print(f"same_verdict: {name}: {'same' if not found else 'DIFFERENT'} "
               f"(exit {b_rc}, {len(b_fail)} failing clause(s))", flush=True)
+        if found and "no verdict" not in found[0]:
+            for f in new_failures(quiet, out):
+                print(f"same_verdict: {name}: failed busy only: {f}", flush=True)
     for p in problems:
         print(f"same_verdict: {p}")
     return 1 if problems else 0
