@@ -8,9 +8,13 @@ module-level state is enough; the plugin sets it around each test."""
 
 from __future__ import annotations
 
+import time
+
 from .pace import FACTOR, Pace
 
 DEFAULT_WAIT = 5.0
+RECENT = 120.0   # s: how long a round trip a test saw keeps raising this process's waits
+GROWTH = 4.0     # the most the waits grow above the preflight's: each test's own time limit allows it
 
 
 class _State:
@@ -20,14 +24,25 @@ class _State:
     clauses: tuple = ()       # cited by the running test, in citation order
     bus = None                # the running test's Bus, once the fixture made it
     slowest: dict = {}        # the running test's slowest time for each kind of event (Pace's kinds)
+    fixed = False             # --wait-timeout given: every wait is that, whatever the pace
+    recent: list = []         # (when, s): round trips this process saw in the last RECENT s
 
 
 state = _State()
 
 
 def wait_timeout() -> float:
-    """The run's deadline for one wait for the daemon (--wait-timeout)."""
-    return state.wait
+    """The deadline for one wait for the daemon: --wait-timeout when given,
+    else the preflight's (FACTOR times its pace, at least the floor), raised
+    to FACTOR times the slowest round trip the tests of this process saw in
+    the last RECENT s: a machine that became busier after the preflight (a
+    CI machine starting other jobs) slows every event alike, and a wait
+    sized before it would end before events that still come."""
+    if state.fixed:
+        return state.wait
+    now = time.monotonic()
+    live = max((s for t, s in state.recent if now - t < RECENT), default=0.0)
+    return max(state.wait, min(FACTOR * live, GROWTH * state.wait))
 
 
 def restart_wait(last: float = 0.0) -> float:
@@ -47,6 +62,9 @@ def pace() -> Pace:
 def saw(kind: str, seconds: float) -> None:
     """The running test saw an event of this kind take `seconds`."""
     state.slowest[kind] = max(state.slowest.get(kind, 0.0), seconds)
+    if kind == "answer":
+        now = time.monotonic()
+        state.recent = [(t, s) for t, s in state.recent if now - t < RECENT][-63:] + [(now, seconds)]
 
 
 def slow_notes() -> list[str]:

@@ -93,6 +93,7 @@ def pytest_configure(config):
         return
     # the floor of every wait; the subjects (Run) raise it to the preflight's pace
     context.state.wait = config.getoption("wait_timeout") or context.DEFAULT_WAIT
+    context.state.fixed = config.getoption("wait_timeout") is not None
     run = Run(config)
     setattr(config, STATE_KEY, run)
     for name, plugin in run.plugins().items():
