@@ -1,4 +1,5 @@
 #include "clients.h"
+#include "budget.h"
 #include "bus_limits.h"
 #include "client_state.h"
 #include "log.h"
@@ -109,8 +110,7 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
 }
 
 /* SB-X-17: the clients' buffers are over limits.max_client_memory: close
- * clients until they are within it, first those whose output has been
- * over max_output_queue the longest (stalled readers), then the largest.
+ * clients until they are within it, in the order of sb_budget_closes_before.
  * Doomed clients are closed at the end of this round, which frees them. */
 void sb_clients_enforce_budget(sb_bus *d) {
     d->over_budget = false;
@@ -124,19 +124,19 @@ void sb_clients_enforce_budget(sb_bus *d) {
             sb_peer *c = &d->clients[i];
             if (c->kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED || !c->counted)
                 continue;
-            if (!victim ||
-                (c->full_since_ms &&
-                 (!victim->full_since_ms || c->full_since_ms < victim->full_since_ms)) ||
-                (!c->full_since_ms && !victim->full_since_ms && c->counted > victim->counted))
+            if (!victim || sb_budget_closes_before(c, victim))
                 victim = c;
         }
         if (!victim)
             return;
+        int64_t since = sb_budget_holding_since(victim);
         sb_warn(victim->name,
                 "closing the client: client buffers hold %zu bytes, over "
-                "limits.max_client_memory=%zu; it holds %zu%s",
+                "limits.max_client_memory=%zu; it holds %zu%s%s, unmoved for %lld ms",
                 held, budget, victim->counted,
-                victim->full_since_ms ? ", its output stalled over max_output_queue" : "");
+                victim->unfinished_since_ms == since && since ? ", an unfinished line" : "",
+                victim->full_since_ms ? ", its output stalled over max_output_queue" : "",
+                since ? (long long)(sb_now_ms() - since) : 0LL);
         held -= victim->counted;
         sb_client_doom(d, victim);
     }

@@ -74,6 +74,7 @@ int sb_outq_flush(sb_outq *q, int fd) {
     int rc = write_some(fd, q->data + q->head, q->len, &written);
     q->head += written;
     q->len -= written;
+    q->drained += written;
     if (q->len == 0) {
         /* Keep the storage for the next message (no allocation per
          * message); the owner releases it when the connection goes idle. */

@@ -10,13 +10,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     char *data;
     size_t head; /* first unwritten byte */
     size_t len;  /* bytes after head */
     size_t cap;
-    size_t max; /* max_output_queue */
+    size_t max;       /* max_output_queue */
+    uint64_t drained; /* bytes written from it since init: how far its reader got (SB-X-17) */
 } sb_outq;
 
 void sb_outq_init(sb_outq *q, size_t max);

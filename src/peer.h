@@ -51,7 +51,13 @@ typedef struct sb_peer {
     bool
         close_when_written; /* worker: its client ended, its stdin closes once out is written (SB-X-19) */
     size_t counted;         /* client: the bytes of its buffers in d->client_bytes (SB-X-17) */
-    char name[64];          /* log context */
+    /* client, under limits.max_client_memory (SB-X-17): since when it has
+     * held an unfinished line, and output it has not read (0: none); the
+     * latter is reset once it has read unread_mark bytes of its queue */
+    int64_t unfinished_since_ms;
+    int64_t unread_since_ms;
+    uint64_t unread_mark;
+    char name[64]; /* log context */
     /* its owner's loop handler (client connections / worker supervision) */
     sb_loop_fn on_event;
 } sb_peer;

@@ -1,4 +1,5 @@
 #include "relay.h"
+#include "budget.h"
 #include "bus_limits.h"
 #include "client_state.h"
 #include "log.h"
@@ -109,6 +110,7 @@ static void output_failed(sb_bus *d, sb_peer *p, int rc) {
 }
 
 void sb_relay_recount(sb_bus *d, sb_peer *c) {
+    sb_budget_note_unread(c);
     size_t now = c->in.cap + c->out.cap;
     d->client_bytes = d->client_bytes - c->counted + now;
     c->counted = now;
@@ -166,6 +168,8 @@ bool sb_relay_write(sb_bus *d, sb_peer *p) {
     }
     if (!sb_outq_over(&p->out))
         sb_relay_set_full(d, p, false); /* SB-7.3.1-3 */
+    if (d->limits->max_client_memory && p->kind == SB_PEER_CLIENT)
+        sb_budget_note_unread(p); /* SB-X-17: it read */
     sb_watch_update(d, p);
     if (p->close_when_written && sb_outq_len(&p->out) == 0) { /* SB-X-19 */
         p->close_when_written = false;
@@ -397,6 +401,7 @@ static void route_answers_ahead(sb_bus *d, sb_peer *c) {
 sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
     const char *line;
     long n;
+    bool moved = false;
     if (p->state == SB_CLIENT_HELD) {
         route_answers_ahead(d, p); /* SB-I-54: its next request waits, not its answers */
         return verdict(SB_RELAY_OK, SB_WHY_NONE);
@@ -415,6 +420,7 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
         if (n == STDIO_BUS_EFULL)
             return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
         if (p->kind == SB_PEER_CLIENT) {
+            moved = true;
             sb_route_why malformed = SB_WHY_NONE;
             if (!route_from_client(d, p, line, (size_t)n, &malformed)) {
                 sb_frame_unread(&p->in, (size_t)n);
@@ -431,6 +437,8 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
                 return verdict(SB_RELAY_MALFORMED, why);
         }
     }
+    if (p->kind == SB_PEER_CLIENT && d->limits->max_client_memory)
+        sb_budget_note_unfinished(p, moved); /* SB-X-17 */
     return verdict(SB_RELAY_OK, SB_WHY_NONE);
 }
 
