@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from conftest import CONFORMANCE, HERE, write_suite
+from stdio_bus_conformance.common.pace import FIRST_CONTACT
 
 BASIC = "test_malformed_line_closes_the_client"
 
@@ -187,7 +188,9 @@ def test_daemon_ignoring_sigterm_is_killed_and_reported(harness, tmp_path):
     kills = [f for f in run.results["findings"] if f["kind"] == "teardown-kill"]
     assert len(kills) == 3 and {f["root_cause"] for f in kills} == {"sigterm"}, run.results["findings"]
     assert "0.2 s" in kills[0]["detail"]
-    assert took < 30
+    # the preflight grants the daemon its drain_timeout_sec (30 s by default) before it calls
+    # SIGTERM broken; the three teardowns then kill at once, never 30 s more each
+    assert took < 30 + 30, took
     assert no_leftovers(str(fake)) == []
 
 
@@ -211,7 +214,10 @@ def test_never_serving_flooding_daemon_is_bounded_and_named(harness, tmp_path):
     assert "start-unix broken (SB-4.1.1-3)" in run.output
     assert set(run.outcomes.values()) == {"blocked"}
     assert dir_size(run.report_dir) < 40 << 20
-    assert time.monotonic() - t0 < 60
+    # the preflight's starts side by side (a first contact of 10 x the fixed 1 s wait), then its
+    # signals (their grace is 10 x the slowest start seen): never one wait per test
+    took = time.monotonic() - t0
+    assert took < FIRST_CONTACT + 30, took
     assert no_leftovers(str(fake)) == []
 
 

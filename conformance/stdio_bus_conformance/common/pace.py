@@ -26,6 +26,14 @@ FACTOR = 10.0        # a wait gives an event this many times the subject's slowe
 FIRST_CONTACT = 60.0  # s: the preflight's first start and first answer, before any pace is known
 
 
+def first_contact(fixed: float | None) -> float:
+    """The wait for a first start or a first answer, before any pace is
+    known: FIRST_CONTACT, or FACTOR times the wait the run was given
+    (--wait-timeout), which fixes every other wait: a user who fixed the
+    waits gets a first contact in proportion, not a minute per silent start."""
+    return FACTOR * fixed if fixed else FIRST_CONTACT
+
+
 @dataclasses.dataclass
 class Pace:
     """The slowest time (s) the preflight saw for each kind of event; 0 when

@@ -54,7 +54,7 @@ from .items import ITEMS, MODES_PREFERRED, SIGNAL_ITEMS, Result, Results
 from .bus import Bus
 from .process import describe_status
 from ..common import procinfo
-from ..common.pace import FACTOR, FIRST_CONTACT, Pace
+from ..common.pace import FACTOR, Pace, first_contact
 from ..common.errors import ConnectionClosed, DaemonCrashed, DaemonError, DaemonExited, DaemonTimeout, HarnessError
 
 
@@ -481,9 +481,10 @@ def run(ctx, workers: int = 6) -> Results:
     measured says (paced)."""
     t0 = time.monotonic()
     pace = Pace()
+    first = first_contact(ctx.timeout if ctx.fixed_wait else None)
     first_ctx = dataclasses.replace(
-        ctx, pace=pace, timeout=max(ctx.timeout, FIRST_CONTACT),
-        profile=dataclasses.replace(ctx.profile, startup_timeout=max(ctx.profile.startup_timeout, FIRST_CONTACT)))
+        ctx, pace=pace, timeout=max(ctx.timeout, first),
+        profile=dataclasses.replace(ctx.profile, startup_timeout=max(ctx.profile.startup_timeout, first)))
     modes = [m for m in MODES_PREFERRED if ctx.profile.supports(m)]
     results: dict[str, Result] = {}
     under: dict[str, str] = {}   # item not judged -> the broken item it stands on, at the root

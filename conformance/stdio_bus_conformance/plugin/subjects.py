@@ -82,7 +82,9 @@ class Subjects:
             return
         from ..worker import preflight as worker_preflight
         try:
-            result = worker_preflight.run(self.run.wctx.desc, self.run.wctx.timeout)
+            # a deadline the run was given (--wait-timeout, the description's answer_timeout)
+            fixed = self.run.config.getoption("wait_timeout") or self.run.wctx.desc.answer_timeout
+            result = worker_preflight.run(self.run.wctx.desc, self.run.wctx.timeout, fixed)
         except HarnessError as exc:
             self.run.fatal.append(f"worker preflight: {exc}")
             return

@@ -38,7 +38,7 @@ import tempfile
 import time
 
 from . import rawjson as wj
-from ..common.pace import FIRST_CONTACT, Pace
+from ..common.pace import FIRST_CONTACT, Pace, first_contact
 from ..common.transcript import Recorder, render
 from .description import WorkerDescription, discover_tool_call, speaks
 from .inputs import POISONS, namer
@@ -61,6 +61,8 @@ def _finding(key: str, where: tuple, summary: str) -> dict:
     return {"key": key, "clause": where[0], "test": where[1], "summary": summary}
 
 
+FIRST = FIRST_CONTACT  # this run's first contact (pace.first_contact)
+
 class _Probe:
     """One preflight process: the suite's client side, stripped down."""
 
@@ -70,7 +72,7 @@ class _Probe:
         env.update(desc.env)
         self.desc, self.timeout = desc, timeout
         self.proc = WorkerProc(desc.argv(), env, workdir, recorder, f"preflight#{n}", timeout,
-                               first_timeout or PACE.bound("initialize", FIRST_CONTACT if not PACE.initialize
+                               first_timeout or PACE.bound("initialize", FIRST if not PACE.initialize
                                                            else timeout))
         self.proc.auto_reply = self._reply
         self.ids = 0
@@ -153,7 +155,7 @@ def _time_initialize(desc: WorkerDescription, timeout: float, recorder: Recorder
     first: how long a fresh one takes to answer it is timed here (the pace
     of every later initialize; a server may load before it answers)."""
     from .run import CLIENT_CAPABILITIES, CLIENT_INFO
-    p = _Probe(desc, timeout, recorder, workdir, 9, first_timeout=FIRST_CONTACT)
+    p = _Probe(desc, timeout, recorder, workdir, 9, first_timeout=FIRST)
     try:
         p.ask("initialize", {"protocolVersion": desc.mcp_version, "capabilities": CLIENT_CAPABILITIES,
                              "clientInfo": CLIENT_INFO})
@@ -161,14 +163,14 @@ def _time_initialize(desc: WorkerDescription, timeout: float, recorder: Recorder
         p.stop()
 
 
-def run(desc: WorkerDescription, timeout: float) -> dict:
+def run(desc: WorkerDescription, timeout: float, fixed: float | None = None) -> dict:
     """The preflight of one run; never raises for what the worker does.
     Its first probe waits FIRST_CONTACT for a first answer (no pace is known
     yet); the pace it measures (a fresh worker's first answer, a round trip
     after it) bounds the waits of the probes after it and of the tests
     (result["pace"])."""
-    global PACE
-    PACE = Pace()
+    global PACE, FIRST
+    PACE, FIRST = Pace(), first_contact(fixed)
     t0 = time.monotonic()
     recorder = Recorder()
     workdir = tempfile.mkdtemp(prefix="sbw-preflight-")
