@@ -84,7 +84,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/package)
   add_test(NAME package.pip COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/package/test_pip.py --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(package.pip PROPERTIES LABELS package TIMEOUT 600
-                       RESOURCE_LOCK ${SB_LANE_A})
+                       RESOURCE_LOCK ${SB_LANE_B})
 endif()
 
 # ci/github-actions-example.yml, its run steps executed against a stand-in daemon.
@@ -92,7 +92,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/ci_example)
   add_test(NAME ci-example COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/ci_example --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(ci-example PROPERTIES LABELS ci-example TIMEOUT 1200
-                       RESOURCE_LOCK ${SB_LANE_A})
+                       RESOURCE_LOCK ${SB_LANE_B})
 endif()
 
 # The worker-side suite on real MCP servers from npm (tests/interop, pinned by

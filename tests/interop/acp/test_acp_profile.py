@@ -22,7 +22,7 @@ BREAKS = {
     "no-cancel": ({"SB-G-7"}, set()),
     "string-version": ({"SB-G-3", "SB-G-4"}, set()),
     "same-session": ({"SB-G-5"}, set()),
-    "bad-stop": ({"SB-G-6", "SB-G-7"}, set()),  # SB-G-7: a turn cancelled at once may end first, with "done"
+    "bad-stop": ({"SB-G-6"}, set()),  # also when a turn cancelled at once ends first, with "done"
     "wrong-unknown-code": ({"SB-G-8"}, set()),
     "linger": (set(), {"SB-G-9"}),
 }
