@@ -34,12 +34,12 @@ static void helper(int report_fd) {
         pause();
 }
 
-int mw_child_spawn(const mw_log *log, mw_child_kind how) {
+/* One try: the helper's pid, or -1 with errno set (0: it went before it
+ * could report itself). */
+static pid_t spawn_once(mw_child_kind how) {
     int p[2];
-    if (how == MW_CHILD_NONE)
-        return MC_OK;
     if (pipe2(p, O_CLOEXEC) < 0)
-        return MC_ERR;
+        return -1;
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
@@ -51,17 +51,38 @@ int mw_child_spawn(const mw_log *log, mw_child_kind how) {
         }
         helper(p[1]);
     }
+    int fork_errno = errno;
     close(p[1]);
     pid_t helper_pid = -1;
     ssize_t n;
     do
         n = read(p[0], &helper_pid, sizeof helper_pid);
     while (n < 0 && errno == EINTR);
+    int read_errno = errno;
     close(p[0]);
     if (pid > 0 && how == MW_CHILD_DOUBLE_FORK)
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
         }
-    if (pid < 0 || n != (ssize_t)sizeof helper_pid)
+    if (pid < 0) {
+        errno = fork_errno;
+        return -1;
+    }
+    if (n != (ssize_t)sizeof helper_pid) {
+        errno = n < 0 ? read_errno : 0;
+        return -1;
+    }
+    return helper_pid;
+}
+
+/* A few tries: on a loaded machine under a sanitizer a fork may fail for
+ * a moment, and the worker would exit for its own helper, not the daemon. */
+int mw_child_spawn(const mw_log *log, mw_child_kind how) {
+    if (how == MW_CHILD_NONE)
+        return MC_OK;
+    pid_t helper_pid = -1;
+    for (int attempt = 0; attempt < 3 && helper_pid < 0; attempt++)
+        helper_pid = spawn_once(how);
+    if (helper_pid < 0)
         return MC_ERR;
     char rec[32];
     int len = snprintf(rec, sizeof rec, "%ld", (long)helper_pid);
