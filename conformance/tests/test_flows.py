@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonError, DaemonTimeout, check, checking, field, next_id, pid_of, wait_timeout
+from stdio_bus_conformance import (DaemonError, DaemonTimeout, check, checking, field, next_id, pace, pid_of,
+                                    wait_timeout)
 
 
 # -- local helpers ------------------------------------------------------------------
@@ -73,6 +74,21 @@ def sync_after(c, session, delay_ms, timeout=None):
     return [c.recv_line(0) for _ in c.pending_lines()]
 
 
+def pace_scale() -> float:
+    """How many times slower than a quick daemon the subject answered in the
+    preflight (its round trip against 50 ms, at least 1): the mock's delays
+    that order the answers must outlast the spread of the requests' arrivals."""
+    return max(1.0, pace().answer / 0.05)
+
+
+def not_exercised(what: str) -> None:
+    """Answers in request order prove nothing either way: the requests reached
+    the worker further apart than the delays meant to reorder them (a busy
+    machine). Not judged, never a failure of the daemon."""
+    pytest.skip(f"not judged: {what}: the requests reached the worker too far apart for the delays "
+                "to reorder the answers (a busy machine); run it again")
+
+
 def ids_of(records):
     return [json.loads(r.raw).get("id") for r in records]
 
@@ -85,7 +101,7 @@ def test_requests_in_flight_on_one_session_each_reach_the_requester_once(bus):
     c = bus.client()
     home = pid_of(c.request(session="s"))
     c.request()  # moves the round-robin cursor: a session that does not stick would move
-    delays = [160, 120, 80, 40, 0]  # the last one sent is answered first
+    delays = [round(d * pace_scale()) for d in (160, 120, 80, 40, 0)]  # the last one sent is answered first
     ids = [f"q{i}" for i in range(len(delays))]
     for id_, delay in zip(ids, delays):
         call(c, id_, "s", delay_ms=delay)
@@ -104,7 +120,8 @@ def test_requests_in_flight_on_one_session_each_reach_the_requester_once(bus):
           "the daemon held a request back until the worker answered an earlier one: not several in flight")
     arrived = [m["id"] for m in lines if is_response(m)]
     check("SB-I-42", arrived == ids_of(outs), "the client got the answers in another order than the worker wrote them")
-    check("SB-I-43", arrived != ids, f"answers came back in request order {arrived}: the flow was not exercised")
+    if arrived == ids:
+        not_exercised(f"the answers came back in request order {arrived}")
 
 
 @pytest.mark.modes("unix", "tcp")
@@ -112,7 +129,8 @@ def test_requests_in_flight_on_one_session_each_reach_the_requester_once(bus):
 def test_two_clients_interleaved_on_one_worker_each_get_their_own_answers(bus):
     bus.start(instances=1)
     a, b = bus.client(), bus.client()
-    plan = {a: ("sa", [120, 40, 160, 0]), b: ("sb", [0, 140, 60, 100])}
+    k = pace_scale()
+    plan = {a: ("sa", [round(d * k) for d in (120, 40, 160, 0)]), b: ("sb", [round(d * k) for d in (0, 140, 60, 100)])}
     names = {a: "a", b: "b"}
     for k in range(4):  # a0 b0 a1 b1 ...: both clients' requests in flight at once
         for c, (sid, delays) in plan.items():
@@ -126,7 +144,8 @@ def test_two_clients_interleaved_on_one_worker_each_get_their_own_answers(bus):
             assert field(ans, "result", "params", "who") == names[c], f"{c.name} got {id_} meant for another client"
             assert field(ans, "sessionId") == sid
         arrived = [m["id"] for m in lines if is_response(m)]
-        assert arrived != ids, f"{c.name}: answers in request order {arrived}: the flow was not exercised"
+        if arrived == ids:
+            not_exercised(f"{c.name}'s answers came back in request order {arrived}")
     for c, (sid, _) in plan.items():
         assert c.sync(session=sid) == [], f"{c.name} received a line meant for the other client"
 
