@@ -96,7 +96,10 @@ class RawClient:
                                 f"within {wait_timeout():g} s") from None
 
     def read_lines(self, count, timeout=None):
-        """Reads until `count` lines have arrived; returns them."""
+        """Reads until `count` lines have arrived; returns them. The wait is
+        `timeout`, and lasts while bytes keep coming: a slow daemon still
+        delivering (a Perl one with every core busy wrote 849 of 1,024 lines in
+        25 s) is waited for until a whole wait passes with nothing new."""
         timeout = wait_timeout() if timeout is None else timeout
         deadline = time.monotonic() + timeout
         lines = []
@@ -108,7 +111,8 @@ class RawClient:
                 continue
             left = deadline - time.monotonic()
             if left <= 0 or self.eof:
-                raise DaemonTimeout(f"{self.name}: {len(lines)} of {count} lines within {timeout:g} s"
+                raise DaemonTimeout(f"{self.name}: {len(lines)} of {count} lines within {timeout:g} s, "
+                                    f"then nothing more for {wait_timeout():g} s"
                                     + (" (connection closed)" if self.eof else ""))
             self.sock.settimeout(left)
             try:
@@ -119,6 +123,8 @@ class RawClient:
                 data = b""
             if not data:
                 self.eof = True
+            else:  # progress: the lines still come
+                deadline = max(deadline, time.monotonic() + wait_timeout())
             self.buf += data
         return lines
 
