@@ -41,7 +41,16 @@ fi
 echo "== tests under ASan+UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-(cd build-asan && ctest --output-on-failure -j"$jobs" -L 'unit|fuzz|e2e|conformance|worker-suite|worker-catches' "$@")
+# a failure prints, last, the lines that say why (ci/failure-digest.sh)
+run_ctest() {
+  local log=$1
+  shift
+  local rc=0
+  ctest --output-on-failure "$@" 2>&1 | tee "$log" || rc=$?
+  [ "$rc" -eq 0 ] || { "$root/ci/failure-digest.sh" "$log"; exit "$rc"; }
+}
+root=$PWD
+(cd build-asan && run_ctest ctest.log -j"$jobs" -L 'unit|fuzz|e2e|conformance|worker-suite|worker-catches' "$@")
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== tests"
@@ -52,4 +61,4 @@ cd build
 # (a subset, for a quick look: ctest -L bite-fast) would repeat it.
 # -LE valgrind-suite: the whole suite against ours under valgrind (about 13 min; the same
 # verdict as quiet, issue 37): run it with ctest -L valgrind-suite. CI keeps to its time.
-ctest --output-on-failure -j"$jobs" -LE 'section-|bite-fast|valgrind-suite' "$@"
+run_ctest ctest.log -j"$jobs" -LE 'section-|bite-fast|valgrind-suite' "$@"
