@@ -137,20 +137,24 @@ enum {
     SB_TIMER_ACCEPT,    /* the listener rests after accept() failed */
     SB_TIMER_PEERS
 };
-/* Per peer: FULL for both kinds, the other three by kind. */
+/* Per peer: FULL for both kinds, the others by kind. */
 enum {
     SB_TIMER_FULL = 0, /* full_since_ms + backpressure_timeout_sec (SB-7.3.1-4) */
     SB_TIMER_RESTART,  /* worker: its restart (7.1.3) */
     SB_TIMER_KILL,     /* worker: STOPPING, SIGKILL then */
     SB_TIMER_LOST,     /* worker: its stdin broke or its stdout ended: failed if still alive
                           then (SB-I-39, SB-I-46) */
-    SB_TIMERS_PER_PEER
+    SB_WORKER_TIMERS
 };
 enum {
     SB_TIMER_HELD = 1, /* client: HELD after its input ended, for drain_timeout_sec (SB-I-41) */
     SB_TIMER_ENDING,   /* client: ENDING for drain_timeout_sec (SB-I-41) */
-    SB_TIMER_CLOSING   /* client: CLOSING for drain_timeout_sec (SB-X-14) */
+    SB_TIMER_CLOSING,  /* client: CLOSING for drain_timeout_sec (SB-X-14) */
+    SB_TIMER_BIND,     /* client: waiting for a worker of its own (SB-X-24) */
+    SB_CLIENT_TIMERS
 };
+#define SB_TIMERS_PER_PEER                                                                         \
+    ((int)SB_CLIENT_TIMERS > (int)SB_WORKER_TIMERS ? (int)SB_CLIENT_TIMERS : (int)SB_WORKER_TIMERS)
 
 static inline int sb_bus_timer(const sb_bus *d, const sb_peer *p, int which) {
     int slot = p->kind == SB_PEER_WORKER ? p->index : d->worker_count + p->index;

@@ -296,6 +296,16 @@ void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
                 d->limits->drain_timeout_sec);
         sb_client_doom(d, c);
         break;
+    case SB_TIMER_BIND: /* SB-X-24: no worker came free: refused, not bound beside another */
+        if (!c->bind_wait_since_ms || c->state == SB_CLIENT_CLOSING)
+            break;
+        c->bind_wait_since_ms = 0;
+        sb_warn(c->name,
+                "refused: no worker free of other clients for backpressure_timeout_sec=%d: closing",
+                d->limits->backpressure_timeout_sec);
+        sb_relay_refuse(d, c,
+                        "every worker of the pool serves another client (connection affinity)");
+        break;
     case SB_TIMER_CLOSING: /* SB-X-14 */
         sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
                 d->limits->drain_timeout_sec);

@@ -215,16 +215,31 @@ void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_l
 /* SB-X-21: a client the daemon closes before it could be served is told
  * why, in one notification written now (a fresh connection's socket buffer
  * holds it), since nothing of it is pending to answer with an error. */
-void sb_relay_notify_refused(sb_peer *client, const char *why) {
-    char line[512];
-    int n = snprintf(line, sizeof line,
+static int refusal(char *line, size_t size, const char *why) {
+    int n = snprintf(line, size,
                      "{\"jsonrpc\":\"2.0\",\"method\":\"stdio_bus/refused\",\"params\":{"
                      "\"message\":\"stdio_bus: %s\"}}\n",
                      why);
-    if (n > 0 && (size_t)n < sizeof line && client->out_fd >= 0) {
+    return n > 0 && (size_t)n < size ? n : 0;
+}
+
+void sb_relay_notify_refused(sb_peer *client, const char *why) {
+    char line[512];
+    int n = refusal(line, sizeof line, why);
+    if (n && client->out_fd >= 0) {
         ssize_t w = write(client->out_fd, line, (size_t)n);
         (void)w; /* best effort: the connection is closed next either way */
     }
+}
+
+void sb_relay_refuse(sb_bus *d, sb_peer *client, const char *why) {
+    char line[512];
+    int n = refusal(line, sizeof line, why);
+    if (n)
+        sb_relay_send(d, client, line, (size_t)n, NULL);
+    sb_client_enter(d, client, SB_CLIENT_CLOSING);
+    if (!client->dirty)
+        sb_relay_close_if_flushed(d, client);
 }
 
 /* SB-I-52: likewise a worker's request that is not forwarded to its client. */
@@ -267,7 +282,15 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         return true;
     case SB_ROUTE_HOLD:
         c->held_why = (int)r.why;
-        if (r.why == SB_WHY_CLIENT_SHARE || r.why == SB_WHY_PENDING_FULL) {
+        if (r.why == SB_WHY_NO_FREE_WORKER && !c->bind_wait_since_ms) { /* SB-X-24 */
+            c->bind_wait_since_ms = sb_now_ms();
+            sb_bus_arm(d, c, SB_TIMER_BIND,
+                       c->bind_wait_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
+            sb_info(c->name,
+                    "waiting for a worker no other client is bound to (at most "
+                    "backpressure_timeout_sec=%d)",
+                    d->limits->backpressure_timeout_sec);
+        } else if (r.why == SB_WHY_CLIENT_SHARE || r.why == SB_WHY_PENDING_FULL) {
             if (!c->share_warned) { /* SB-I-54: one warning per episode */
                 format_tokens(&r.fields, tokens, sizeof tokens);
                 sb_warn(c->name,
@@ -303,8 +326,13 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
             format_tokens(&r.fields, tokens, sizeof tokens);
             sb_debug(c->name, "-> %s:%s%s", w->name, tokens, r.new_session ? " (new session)" : "");
         }
-        if (r.new_binding) /* SB-X-11 */
+        if (r.new_binding) { /* SB-X-11 */
             sb_info(c->name, "bound to %s (affinity)", w->name);
+            if (c->bind_wait_since_ms) { /* SB-X-24: the wait is over */
+                c->bind_wait_since_ms = 0;
+                sb_bus_disarm(d, c, SB_TIMER_BIND);
+            }
+        }
         if (c->share_warned && r.is_request) { /* SB-I-54: the episode is over */
             c->share_warned = false;
             sb_info(c->name, "back within its share of the pending request table");

@@ -76,5 +76,9 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p);
 void sb_relay_close_if_flushed(sb_bus *d, sb_peer *c);
 /* SB-X-21: writes, now, a notification telling a client it is refused. */
 void sb_relay_notify_refused(sb_peer *client, const char *why);
+/* SB-X-24: the same notice, queued after what the client is owed already,
+ * and the client is closed once its output is written (or after
+ * drain_timeout_sec, as SB-X-14). */
+void sb_relay_refuse(sb_bus *d, sb_peer *client, const char *why);
 
 #endif

@@ -183,6 +183,7 @@ static sb_idkey key_of(const sb_token *id) {
 #define SB_PICK_NONE (-1) /* no worker is running */
 #define SB_PICK_BUSY (-2) /* every running worker holds this id (SB-I-45) */
 #define SB_PICK_DOWN (-3) /* the connection's worker is not running (SB-X-11) */
+#define SB_PICK_WAIT (-4) /* every running worker serves another client (SB-X-24) */
 
 /* A request's pending entry, made as its worker is chosen (SB-6.2-1..3). */
 typedef struct {
@@ -234,11 +235,18 @@ static int pick_idle(sb_router *r, const sb_request_key *q) {
     return SB_PICK_NONE;
 }
 
+static bool any_running(const sb_router *r) {
+    for (int w = 0; w < r->worker_count; w++)
+        if (r->running[w])
+            return true;
+    return false;
+}
+
 /* SB-X-11: a connection's messages without sessionId go to the worker it
  * is bound to; an unbound connection is bound, at its first one, to an
- * idle worker if one is running (SB-X-20), else, when one is being
- * recycled, it waits for it as a held request (SB-I-45), else to the worker
- * round-robin picks. Under SB_AFFINITY_EXCLUSIVE the daemon binds
+ * idle worker if one is running (SB-X-20), else it waits, held, for one
+ * (a recycled worker back, SB-X-20, or a client gone, SB-X-24): it is never
+ * bound beside another client. Under SB_AFFINITY_EXCLUSIVE the daemon binds
  * each connection as it spawns its worker, and nothing is picked for an
  * unbound one: every worker belongs to another connection (SB-X-15). */
 static int pick_bound(sb_router *r, int client, const sb_request_key *q, sb_route *d) {
@@ -247,14 +255,10 @@ static int pick_bound(sb_router *r, int client, const sb_request_key *q, sb_rout
         if (r->affinity_mode == SB_AFFINITY_EXCLUSIVE)
             return SB_PICK_NONE;
         w = pick_idle(r, q);
-        if (w < 0 && r->recycling)
-            return SB_PICK_BUSY; /* SB-X-20: held until a recycled one is back */
         if (w < 0)
-            w = pick_worker(r, q);
-        if (w >= 0) {
-            sb_affinity_bind(&r->affinity, client, w);
-            d->new_binding = true;
-        }
+            return r->recycling || any_running(r) ? SB_PICK_WAIT : SB_PICK_NONE;
+        sb_affinity_bind(&r->affinity, client, w);
+        d->new_binding = true;
         return w;
     }
     if (!r->running[w])
@@ -396,6 +400,10 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
         target = r->affinity_mode ? pick_bound(r, client, request, &d) : pick_worker(r, request);
         if (target == SB_PICK_BUSY) {
             hold(&d); /* SB-I-45 */
+            return d;
+        }
+        if (target == SB_PICK_WAIT) {
+            hold_for(&d, SB_WHY_NO_FREE_WORKER); /* SB-X-20, SB-X-24 */
             return d;
         }
         if (target < 0) {

@@ -50,8 +50,9 @@ typedef enum {
     SB_WHY_UPSTREAM_FULL,  /* SB-I-52: the table of worker requests is full (target) */
     /* HOLD */
     SB_WHY_ID_IN_USE,
-    SB_WHY_CLIENT_SHARE, /* SB-I-51, SB-I-54: the client holds its share of the pending table */
-    SB_WHY_PENDING_FULL  /* SB-I-18, SB-I-54: the pending table is full */
+    SB_WHY_CLIENT_SHARE,  /* SB-I-51, SB-I-54: the client holds its share of the pending table */
+    SB_WHY_PENDING_FULL,  /* SB-I-18, SB-I-54: the pending table is full */
+    SB_WHY_NO_FREE_WORKER /* SB-X-24: every running worker serves another client */
 } sb_route_why;
 
 typedef struct {

@@ -50,6 +50,8 @@ const char *sb_router_why(sb_route_why why) {
         return "the client owes answers to its share of worker requests";
     case SB_WHY_UPSTREAM_FULL:
         return "the table of worker requests awaiting client answers is full";
+    case SB_WHY_NO_FREE_WORKER:
+        return "every running worker is bound to another client";
     case SB_WHY_ID_IN_USE:
         return "an id of the same value is pending on the worker";
     }

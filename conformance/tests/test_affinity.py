@@ -223,28 +223,6 @@ def test_a_worker_without_a_bound_client_has_its_messages_discarded(bus):
     wait_until(lambda: warnings_after(bus.daemon, since), what="a warning for the discarded message")
 
 
-@AFFINITY
-@SOCKETS
-@pytest.mark.clause("SB-X-12")
-def test_a_worker_shared_by_two_clients_sends_its_messages_to_neither(bus):
-    start(bus, instances=1)
-    a, b = bus.client(), bus.client()
-    assert pid_of(a.request()) == pid_of(b.request())
-    since = len(bus.daemon.stderr_lines())
-    a.send_json({"jsonrpc": "2.0", "id": "w", "method": "work", "params": {"mock": {"notify": 2}}})
-    a.recv_response("w")  # requests and answers still work
-    assert progress_lines(a.sync()) == [] and progress_lines(b.sync()) == [], \
-        "a shared worker's notification was guessed or broadcast"
-    wait_until(lambda: len(warnings_after(bus.daemon, since)) >= 2, what="a warning for each discarded message")
-    b.close()
-    # once a is its only client, its messages reach a again
-    wait_until(lambda: any("disconnected" in x for x in bus.daemon.stderr_lines()[since:]),
-               what="the daemon noticing b's departure")
-    a.send_json({"jsonrpc": "2.0", "id": "w2", "method": "work", "params": {"mock": {"notify": 2}}})
-    a.recv_response("w2")
-    assert len(progress_lines(a.received)) == 2
-
-
 # -- SB-X-13: the client's answer goes back to the worker that asked ----------------------
 @AFFINITY
 @pytest.mark.clause("SB-X-13", "SB-X-12")

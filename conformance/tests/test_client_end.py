@@ -125,3 +125,43 @@ def test_a_new_client_gets_an_idle_fresh_worker_not_a_departed_ones_or_a_live_on
     assert pid_c != pid_a, "C was bound to A's worker, which has a live client, while one was idle"
     assert pid_c != pid_b, "C was bound to the departed client's worker, its turn still pending"
     assert pid_of(a.request()) == pid_a
+
+
+# -- SB-X-24: a client waits for a worker of its own, never shares one ------------------------
+@CLIENT_END
+@SOCKETS
+@pytest.mark.clause("SB-X-24")
+def test_a_new_client_waits_for_a_worker_of_its_own_rather_than_share_one(bus):
+    start(bus, "affinity", instances=1)
+    a = bus.client()
+    pid_a = pid_of(a.request())
+    b = bus.client()
+    b.send_json({"jsonrpc": "2.0", "id": "b-init", "method": "initialize"})
+    a.request()  # a is served meanwhile
+    assert not [r for r in bus.worker_log().select("in") if b'"b-init"' in r.raw], \
+        "b's first message reached the worker a is bound to"
+    a.close()  # a's worker retires and comes back fresh (SB-X-20): b's
+    # a daemon that bound b beside a answers from a's worker, however late
+    answer = b.recv_response("b-init")
+    assert pid_of(answer) != pid_a, "b was bound to the worker a live client was bound to"
+
+
+@CLIENT_END
+@SOCKETS
+@pytest.mark.clause("SB-X-24")
+def test_a_client_that_waits_backpressure_timeout_sec_for_a_worker_is_refused(bus):
+    # the small configured limit makes the wait short (1 s)
+    start(bus, "affinity", instances=1, limits={"backpressure_timeout_sec": 1})
+    a = bus.client()
+    pid_a = pid_of(a.request())
+    b = bus.client()
+    b.send_json({"jsonrpc": "2.0", "id": "b-init", "method": "initialize"})
+    lines = b.expect_closed(wait_timeout() + 1)
+    told = [json.loads(line) for line in lines if line.strip()]
+    assert told, "closed without a JSON-RPC line: a silent reset"
+    note = told[-1]
+    assert note.get("jsonrpc") == "2.0" and isinstance(note.get("method"), str) and "id" not in note, \
+        f"not a JSON-RPC notification: {note}"
+    assert not [r for r in bus.worker_log().select("in") if b'"b-init"' in r.raw], \
+        "b's first message reached the worker a is bound to"
+    assert pid_of(a.request()) == pid_a, "a lost its worker"

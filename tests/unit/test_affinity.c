@@ -181,9 +181,41 @@ Test(router_affinity, a_worker_request_is_answered_back_to_that_worker) {
     expect_drop(from_client(3, "{\"id\":0,\"result\":{}}"), SB_WHY_NO_REQUEST);
 }
 
+Test(router_affinity, a_new_connection_waits_for_a_worker_rather_than_share_one) {
+    start(1, SB_AFFINITY_CONNECTION);
+    expect(from_client(0, "{\"method\":\"a\"}"), SB_ROUTE_TO_WORKER, 0);
+    sb_route d = from_client(1, "{\"id\":1,\"method\":\"initialize\"}"); /* SB-X-24 */
+    cr_assert_eq(d.action, SB_ROUTE_HOLD, "bound beside a live client");
+    cr_assert_eq(d.why, SB_WHY_NO_FREE_WORKER);
+    cr_assert_eq(r.requests.count, 0, "a held request is not recorded");
+    cr_assert_eq(sb_affinity_worker(&r.affinity, 1), SB_AFFINITY_UNBOUND);
+    /* with a sessionId, the spec's routing applies at once */
+    expect(from_client(1, "{\"id\":2,\"method\":\"a\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_WORKER,
+           0);
+    /* its worker no longer running (recycled after its client left), it still waits */
+    sb_affinity_unbind(&r.affinity, 0);
+    sb_router_set_running(&r, 0, false);
+    r.recycling = 1;
+    cr_assert_eq(from_client(1, "{\"id\":1,\"method\":\"initialize\"}").why, SB_WHY_NO_FREE_WORKER);
+    r.recycling = 0;
+    sb_router_set_running(&r, 0, true);
+    d = from_client(1, "{\"id\":1,\"method\":\"initialize\"}");
+    expect(d, SB_ROUTE_TO_WORKER, 0);
+    cr_assert(d.new_binding);
+}
+
+Test(router_affinity, with_no_worker_running_an_unbound_connection_is_not_held) {
+    start(1, SB_AFFINITY_CONNECTION);
+    sb_router_set_running(&r, 0, false);
+    expect_drop(from_client(0, "{\"id\":1,\"method\":\"a\"}"), SB_WHY_NO_WORKER);
+}
+
+/* No routing binds two clients to one worker (SB-X-24); the rule for a
+ * worker that has several (SB-X-12) holds for bindings made otherwise. */
 Test(router_affinity, a_shared_worker_sends_its_own_messages_to_no_one) {
     start(1, SB_AFFINITY_CONNECTION);
     expect(from_client(0, "{\"method\":\"a\"}"), SB_ROUTE_TO_WORKER, 0);
+    sb_affinity_bind(&r.affinity, 1, 0);
     expect(from_client(1, "{\"method\":\"a\"}"), SB_ROUTE_TO_WORKER, 0);
     expect_drop(from_worker(0, "{\"method\":\"notifications/message\"}"), SB_WHY_SHARED_WORKER);
     expect_drop(from_worker(0, "{\"id\":0,\"method\":\"roots/list\"}"), SB_WHY_SHARED_WORKER);
