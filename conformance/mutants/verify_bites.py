@@ -215,12 +215,15 @@ PREFLIGHT = "preflight::"
 
 
 def judged_failures(data: dict) -> dict:
-    """clause -> [nodeid] of the tests that failed judged on it; a preflight
-    item found broken (a root cause, reported once on its own clause, which
-    fails the run) counts as a test named preflight::<item>."""
+    """clause -> [nodeid] of the tests that failed judged on it, at its level:
+    a SHOULD/MAY clause's test warns (issue 34); a preflight item found
+    broken (a root cause, reported once on its own clause, which fails the
+    run) counts as a test named preflight::<item>."""
     out: dict = {}
     for t in data.get("tests", []):
-        if t["outcome"] == "fail" and t.get("clause"):
+        at_its_level = t["outcome"] == "fail" or (
+            t["outcome"] == "warn" and t.get("level") not in ("MUST", "MUST NOT"))
+        if at_its_level and t.get("clause"):
             out.setdefault(t["clause"], []).append(t["nodeid"])
     for rc in data.get("root_causes") or []:
         if rc.get("level") in ("MUST", "MUST NOT") and rc.get("binding", True):

@@ -197,11 +197,15 @@ def test_each_mutant_names_the_clauses_it_breaks_and_applies(tmp_path):
 
 def test_verification_judges_by_the_judged_clause_only():
     import verify_bites
-    data = {"tests": [{"nodeid": "a", "outcome": "fail", "clause": "SB-1"},
-                      {"nodeid": "b", "outcome": "warn", "clause": "SB-2"},
+    data = {"tests": [{"nodeid": "a", "outcome": "fail", "clause": "SB-1", "level": "MUST"},
+                      {"nodeid": "b", "outcome": "warn", "clause": "SB-2", "level": "MUST"},
                       {"nodeid": "c", "outcome": "pass", "clause": None},
-                      {"nodeid": "d", "outcome": "fail", "clause": "SB-1"}]}
+                      {"nodeid": "d", "outcome": "fail", "clause": "SB-1", "level": "MUST"}]}
     assert verify_bites.judged_failures(data) == {"SB-1": ["a", "d"]}
+    # a SHOULD/MAY clause bites where its test warns: that is failing at its level (issue 34)
+    data["tests"].append({"nodeid": "e", "outcome": "warn", "clause": "SB-X-9", "level": "MAY"})
+    assert verify_bites.judged_failures(data) == {"SB-1": ["a", "d"], "SB-X-9": ["e"]}
+    data["tests"].pop()
     data["root_causes"] = [{"item": "sigint", "clause": "SB-10.1-2", "level": "MUST", "binding": True},
                            {"item": "big-line", "clause": "SB-5.1.1-3", "level": "MUST", "binding": False}]
     assert verify_bites.judged_failures(data) == {"SB-1": ["a", "d"], "SB-10.1-2": ["preflight::sigint"]}
