@@ -149,6 +149,28 @@ def test_after_the_whole_map_a_break_that_did_not_bite_fails_the_gate(harness, t
     assert "SB-4.3-1 (MUST): in the bite map, but its breaks did not bite it" in run.output
 
 
+def test_after_the_whole_map_a_should_or_may_proof_that_did_not_bite_fails_the_gate(harness, tmp_path):
+    # issue 34: a SHOULD/MAY clause's recorded break is held as a MUST one's once the whole map
+    # ran; a SHOULD/MAY clause not yet in the map is reported, not gated
+    must = BREAK.format(c="SB-6.1-1", n="broadcast", t="x::y") + BREAK.format(c="SB-4.3-1", n="keep", t="x::z")
+    m = write_map(tmp_path, must + BREAK.format(c="SB-6.1-2", n="no-rr", t="x::w")
+                  + NO_BITE.format(c="SB-I-1", half="", r="not yet"))
+    rows = [{"kind": "fake-daemon", "name": "broadcast", "bit": ["SB-6.1-1"]},
+            {"kind": "fake-daemon", "name": "keep", "bit": ["SB-4.3-1"]},
+            {"kind": "fake-daemon", "name": "no-rr", "bit": []}]
+    fast = harness("--coverage", "--bite", str(m), "--bite-results", str(write_verification(tmp_path, rows)))
+    assert fast.rc == 0, fast.output
+    run = harness("--coverage", "--bite", str(m), "--bite-results", str(write_verification(tmp_path, rows, "all")))
+    assert run.rc == 2, run.output
+    assert "BITE GATE FAILED: 0 MUST clause(s) and 1 SHOULD/MAY clause(s) not proven to bite" in run.output
+    assert "SB-6.1-2 (MAY): in the bite map, but its breaks did not bite it" in run.output
+    assert "SB-4.3-2 (SHOULD)" not in run.output.split("BITE GATE FAILED")[1].split("bite map:")[0]
+    rows[2]["bit"] = ["SB-6.1-2"]
+    ok = harness("--coverage", "--bite", str(m), "--bite-results", str(write_verification(tmp_path, rows, "all")))
+    assert ok.rc == 0, ok.output
+    assert "not proven: SB-4.3-2, SB-I-2" in ok.output or "not proven: SB-4.3-2" in ok.output, ok.output
+
+
 def test_without_bite_the_reports_are_as_before(harness):
     run = harness()
     assert run.rc == 0, run.output

@@ -250,7 +250,7 @@ def attach(coverage, map_path, results_path) -> None:
     for c in mandatory:
         c.bite = bites[c.id].status
     coverage.bite = to_json(bites, str(map_path), str(results_path) if verification else "", when)
-    # SHOULD/MAY clauses this run judges (the profile claims them): reported, not gated yet (issue 34)
+    # SHOULD/MAY clauses this run judges (the profile claims them): reported; gated once recorded (issue 34)
     optional = [c for c in coverage.clauses if c.level not in ("MUST", "MUST NOT") and c.check == "black-box"
                 and c.outcome != "not judged"]
     extra = compute([c.id for c in optional], bmap, verification)
@@ -265,9 +265,11 @@ def attach(coverage, map_path, results_path) -> None:
             coverage.gate_failures.append({"id": "bite map", "level": "MUST", "why": f"{MISSING_WHY}: {problem}"})
         coverage.gate_failures += [{"id": c.id, "level": c.level, "why": MISSING_WHY}
                                    for c in mandatory if c.bite == "missing"]
-        if subset == "all":  # the whole map was verified: a recorded break must have bitten
+        if subset == "all":  # the whole map was verified: a recorded break must have bitten,
+            # at any level: a SHOULD/MAY clause's proof, once recorded, is held as a MUST one's
+            # (issue 34; one not yet in the map is reported as not proven, not gated)
             coverage.gate_failures += [{"id": c.id, "level": c.level, "why": UNBITTEN_WHY}
-                                       for c in mandatory if c.bite == "unverified"]
+                                       for c in mandatory + optional if c.bite == "unverified"]
 
 
 def json_lines(data: dict, gate: bool) -> list[str]:

@@ -156,7 +156,10 @@ def coverage_lines(cov: Coverage | None) -> list[str]:
             lines.append(f"  COVERAGE GATE FAILED: {len(untested)} MUST clause(s) without a test:")
             lines += [f"    {g['id']} ({g['level']}): {g['why']}" for g in untested]
         if unbitten:
-            lines.append(f"  BITE GATE FAILED: {len(unbitten)} MUST clause(s) not proven to bite:")
+            must = sum(g["level"] in ("MUST", "MUST NOT") for g in unbitten)
+            lines.append(f"  BITE GATE FAILED: {must} MUST clause(s)"
+                         + (f" and {len(unbitten) - must} SHOULD/MAY clause(s)" if must < len(unbitten) else "")
+                         + " not proven to bite:")
             lines += [f"    {g['id']} ({g['level']}): {g['why']}" for g in unbitten]
     else:
         lines.append("  coverage gate: ok")
