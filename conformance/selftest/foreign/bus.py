@@ -163,7 +163,7 @@ class Session:
 class Bus:
     def __init__(self, opts, settings):
         self.opts = opts
-        self.defect = opts.defect
+        self.defects = frozenset((opts.defect or "").split(",")) - {""}
         self.groups = settings.groups
         t = settings.tuning
         self.max_in = t["max_input_buffer"]
@@ -351,7 +351,7 @@ class Bus:
             if sig == signal.SIGCHLD:
                 self._reap()
             elif sig in (signal.SIGTERM, signal.SIGINT):
-                if sig == signal.SIGTERM and self.defect == "crash-on-sigterm":
+                if sig == signal.SIGTERM and "crash-on-sigterm" in self.defects:
                     self._die()
                 name = signal.Signals(sig).name
                 if self.phase in ("drain", "final"):
@@ -526,7 +526,7 @@ class Bus:
             else:
                 log.warning(f"no routing information in the client's line ({exc}); hanging up", client=c.n)
             self.close_client(c)
-            if self.defect == "dies-after-malformed":
+            if "dies-after-malformed" in self.defects:
                 self._die()
             return
         return self.route_in(c, msg, line)
@@ -542,7 +542,7 @@ class Bus:
 
     # ---------------------------------------------------------------- routing
     def route_in(self, c, msg, line):
-        if self.defect == "no-two-pool-routing" and len(self.groups) > 1:
+        if "no-two-pool-routing" in self.defects and len(self.groups) > 1:
             log.warning("several worker groups and no way to choose one; message dropped", client=c.n)
             return
         sid, rid = msg.sid, msg.rid
@@ -645,14 +645,14 @@ class Bus:
     def send(self, dst, line, src):
         if dst.closed:
             return
-        if isinstance(dst, Client) and self.defect == "drops-slow-reader" and dst.out:
+        if isinstance(dst, Client) and "drops-slow-reader" in self.defects and dst.out:
             log.debug("client is not keeping up; line dropped", client=dst.n)
             return
         dst.out += line
         self.flush(dst)
         if dst.closed:
             return
-        if isinstance(dst, Worker) and self.defect == "truncate-full-worker-pipe" and dst.out:
+        if isinstance(dst, Worker) and "truncate-full-worker-pipe" in self.defects and dst.out:
             # what the pipe did not take at once is lost: the rest of a line cut
             # short, and whole lines while the worker is slow to read
             log.debug(f"worker input pipe full; {len(dst.out)} bytes dropped", **dst.ctx())
@@ -664,7 +664,7 @@ class Bus:
                 dst.full_gen += 1
                 gen = dst.full_gen
                 self.later(self.bp_timeout, lambda: self._stalled(dst, gen))
-            if src is not None and not (isinstance(dst, Client) and self.defect == "drops-slow-reader"):
+            if src is not None and not (isinstance(dst, Client) and "drops-slow-reader" in self.defects):
                 src.blockers.add(dst)
                 dst.held.add(src)
                 self.refresh(src)
@@ -742,7 +742,7 @@ class Bus:
         slot.timer = None
         g = slot.group
         serial = next(self.serials)
-        if self.defect == "socketpair-workers":
+        if "socketpair-workers" in self.defects:
             # a socket pair for each direction instead of a pipe (seed 3.3: pipes)
             in_r, in_w = (x.detach() for x in socket.socketpair())
             out_w, out_r = (x.detach() for x in socket.socketpair())
@@ -929,7 +929,7 @@ class Bus:
                 else:
                     self._final()
             return
-        if self.defect == "no-restart-after-exit0" and w is not None and not w.failed \
+        if "no-restart-after-exit0" in self.defects and w is not None and not w.failed \
                 and status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             log.info("worker finished", **w.ctx())
             return
@@ -957,7 +957,7 @@ class Bus:
         """The one stdio client has finished sending (or is gone)."""
         if self.phase != "serve":
             return
-        if self.defect == "no-exit-on-eof-flood":
+        if "no-exit-on-eof-flood" in self.defects:
             self.phase = "flood"
             self._flood()
             return

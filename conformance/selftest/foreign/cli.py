@@ -6,13 +6,13 @@
 Options also take the --name=value form. --verbose logs debug lines and lets
 workers write to fbus's own stderr (by default their stderr goes to
 /dev/null). --usage prints this text on stderr and exits 0. --defect (or the
-FOREIGN_BUS_DEFECT environment variable) switches on one deliberate defect,
-for the harness self-tests. Command-line errors exit 64, settings errors 78."""
+FOREIGN_BUS_DEFECT environment variable) switches on deliberate defects, for
+the harness self-tests: one name, or several separated by commas. Command-line errors exit 64, settings errors 78."""
 
 import os
 
 USAGE = ("usage: foreign_daemon.py --config PATH [--stdio | --unix PATH | --tcp HOST:PORT] "
-         "[--verbose] [--defect NAME]")
+         "[--verbose] [--defect NAME[,NAME...]]")
 
 DEFECTS = ("crash-on-sigterm", "no-exit-on-eof-flood", "no-restart-after-exit0",
            "drops-slow-reader", "no-two-pool-routing", "dies-after-malformed",
@@ -104,6 +104,7 @@ def parse(argv):
         raise UsageError("no settings file: give --config PATH")
     if o.defect is None:
         o.defect = os.environ.get("FOREIGN_BUS_DEFECT") or None
-    if o.defect is not None and o.defect not in DEFECTS:
-        raise UsageError(f"unknown defect {o.defect!r} (one of {', '.join(DEFECTS)})")
+    for name in (o.defect or "").split(","):
+        if o.defect is not None and name not in DEFECTS:
+            raise UsageError(f"unknown defect {name!r} (one of {', '.join(DEFECTS)})")
     return o
