@@ -6,11 +6,14 @@ session/request_permission), answering the agent's requests as an editor
 would: permission granted (or held, then `cancelled`), fs reads an empty
 file, fs writes succeed."""
 
+import os
+
 import pytest
 
 from stdio_bus_conformance import check
 from stdio_bus_conformance.worker import rawjson as wj
 from stdio_bus_conformance.worker.checks import show
+from stdio_bus_conformance.worker.preflight import satisfiable
 from stdio_bus_conformance.worker.process import WorkerError
 from stdio_bus_conformance.worker.run import envelope
 
@@ -43,6 +46,8 @@ class Editor:
         self.worker = worker
         self.hold_permission = hold_permission
         self.held = []  # permission requests not answered yet (hold_permission)
+        self.auth_methods = []  # what initialize offered (ACP Initialization: authMethods)
+        self.logged_in = False
         self.proc = worker.spawn(handshake=False, auto_reply=False)
         self.proc.auto_reply = self._reply
 
@@ -72,11 +77,25 @@ class Editor:
         return obj["result"]
 
     def initialize(self, version=PROTOCOL_VERSION) -> dict:
-        return self.result("initialize", {"protocolVersion": version, "clientCapabilities": CLIENT_CAPABILITIES,
-                                          "clientInfo": CLIENT_INFO})
+        res = self.result("initialize", {"protocolVersion": version, "clientCapabilities": CLIENT_CAPABILITIES,
+                                         "clientInfo": CLIENT_INFO})
+        self.auth_methods = res.get("authMethods") or []
+        return res
+
+    def log_in(self) -> None:
+        """As the preflight's default flow (WORKER_SPEC.md, Appendix G): an
+        agent that offers an authentication method this environment can
+        satisfy is authenticated before its first session."""
+        if self.logged_in:
+            return
+        self.logged_in = True
+        method = satisfiable(self.auth_methods, {**os.environ, **self.worker.desc.env})
+        if method is not None:
+            self.call("authenticate", {"methodId": method.get("id")})
 
     def new_session(self) -> str:
         self.worker.blocked_by("acp-session")  # the preflight's default flow found no session here
+        self.log_in()
         res = self.result("session/new", {"cwd": str(self.worker.workdir), "mcpServers": []})
         sid = res.get("sessionId")
         assert isinstance(sid, str), f"session/new: sessionId must be a string, got {res}"

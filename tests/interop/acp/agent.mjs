@@ -26,6 +26,10 @@
 //   bad-stop    ends a turn that was not cancelled with the stop reason "done" (SB-G-6)
 //   wrong-unknown-code  answers an unknown method with -32603, not -32601   (SB-G-8)
 //   linger      does not exit at end of input                              (SB-G-9)
+// ACP_AGENT_AUTH=VAR makes it an agent that needs a login, as published ones
+// do: it offers one `env_var` authentication method (the variable VAR), and
+// answers session/new with "Authentication required" until `authenticate`
+// with that method succeeds, which it does only when VAR is set.
 import { Readable, Writable } from "node:stream";
 
 import * as acp from "@agentclientprotocol/sdk";
@@ -33,6 +37,8 @@ import * as acp from "@agentclientprotocol/sdk";
 import { generated, sha256 } from "./text.mjs";
 
 const BREAK = process.env.ACP_AGENT_BREAK ?? "";
+const AUTH_VAR = process.env.ACP_AGENT_AUTH ?? "";
+let authenticated = !AUTH_VAR;
 const log = (msg) => process.stderr.write(`acp-agent[${process.pid}]: ${msg}\n`);
 
 let nextSession = 1;
@@ -116,11 +122,20 @@ const app = acp
       : Math.min(params.protocolVersion, acp.PROTOCOL_VERSION),
     agentCapabilities: { loadSession: false, promptCapabilities: {} },
     agentInfo: { name: "stdio-bus-interop-agent", version: "1.0.0" },
-    authMethods: [],
+    authMethods: AUTH_VAR
+      ? [{ id: "api-key", name: "API key", type: "env_var", vars: [{ name: AUTH_VAR }] }]
+      : [],
     _meta: { pid: process.pid },
     };
   })
+  .onRequest(acp.methods.agent.authenticate, ({ params }) => {
+    if (params.methodId !== "api-key" || !process.env[AUTH_VAR])
+      throw acp.RequestError.authRequired({ methodId: params.methodId }, `${AUTH_VAR} is not set`);
+    authenticated = true;
+    return {};
+  })
   .onRequest(acp.methods.agent.session.new, ({ params }) => {
+    if (!authenticated) throw acp.RequestError.authRequired();
     const sessionId = BREAK === "same-session" ? "session-1" : `session-${nextSession++}`;
     sessions.set(sessionId, { cancel: null, cwd: params.cwd });
     return { sessionId };

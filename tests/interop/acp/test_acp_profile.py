@@ -65,3 +65,36 @@ def test_the_profile_judges_the_agent_on_what_it_breaks(brk, tmp_path):
     judged = results["judged_must"]
     assert judged["total"] >= 30 and judged["judged"] >= judged["total"] - 1, judged  # SB-J-9: no failing_request
     assert p.returncode == 1, output  # SB-J-6, as written too
+
+
+def run_agent(tmp_path, *env):
+    report = tmp_path / "report"
+    cmd = [sys.executable, str(RUN_PY), "--worker-description", str(HERE / "agent.toml"),
+           "--report-dir", str(report), "-j", "2", "--seed", "23", "-q"]
+    for e in env:
+        cmd += ["--worker-env", e]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    return p, json.loads((report / "results.json").read_text()), f"{p.stdout[-4000:]}\n{p.stderr[-2000:]}"
+
+
+def test_an_agent_that_needs_a_login_the_environment_can_give_is_judged_whole(tmp_path):
+    # ACP_AGENT_AUTH: the agent offers an env_var method and refuses sessions until
+    # `authenticate`; the variable is set, so the editor logs in (issue 35, item 2)
+    p, results, output = run_agent(tmp_path, "ACP_AGENT_AUTH=SB_TEST_ACP_KEY", "SB_TEST_ACP_KEY=secret")
+    assert not [rc for rc in results["root_causes"] or [] if rc.get("item", "").startswith("acp-")], output
+    assert clauses_of(results, "fail") == SDK_FINDINGS[0], output
+    assert clauses_of(results, "warn") == SDK_FINDINGS[1], output
+    judged = results["judged_must"]
+    assert judged["judged"] >= judged["total"] - 1, judged
+
+
+def test_an_agent_that_needs_a_login_the_environment_cannot_give_is_blocked_once(tmp_path):
+    p, results, output = run_agent(tmp_path, "ACP_AGENT_AUTH=SB_TEST_ACP_KEY")
+    # one root cause, "blocked: the agent needs authentication", on every test that needs a session
+    why = {t["message"] for t in results["tests"] if t["outcome"] == "blocked"}
+    assert len(why) == 1 and "needs authentication" in next(iter(why)), why
+    assert "none this environment can satisfy" in next(iter(why)), why
+    assert "blocked: the agent needs authentication" in p.stdout + p.stderr, output
+    # the clauses behind the session are not judged, never failed for it
+    assert not {c for c in clauses_of(results, "fail") if c.startswith("SB-G-")}, output
+    assert p.returncode != 0, output  # it judged less than the whole profile: never a silent 0
