@@ -279,3 +279,44 @@ def test_sixteen_deaf_connections_leave_others_their_floor_of_worker_requests(
         assert completed == 2
     finally:
         d.kill()
+
+
+def test_a_churn_of_clients_each_leaving_1024_requests_costs_a_live_client_nothing(
+        daemon_bin, mock_bin, write_config, tmp_path):
+    # Issue 32 item 2 (SB-I-53): "connect, send 1,024, leave", again and again, made the daemon
+    # fail shared workers 0, 1 and 2 for the departed clients' leftovers, and an innocent client
+    # lost 4 of its 8 requests in flight without notice. A worker holding a live client's
+    # request is never failed for leftovers: the innocent gets 8 of 8.
+    from test_stdio_mode import mock_pool, read_worker_log
+    log = tmp_path / "w.log"
+    cfg = {"pools": [mock_pool(mock_bin, log, 4)], "limits": {"restart_backoff_ms": 50}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        innocent = d.connect()
+        delay_ms = int(15000 * SCALE)  # in flight through the whole churn (checked below)
+        innocent.send(delayed("innocent", 8, delay_ms))
+        for k in range(6):  # 6 x 1024 left behind: over half the table, and over the whole
+            a = d.connect()
+            held_before = d.stderr().count("holding its input")
+            a.send(unanswered(f"gone{k}", 1024))
+            a.send_json({"jsonrpc": "2.0", "method": "mark", "sessionId": f"m{k}", "params": f"mark{k}"})
+            deadline = time.monotonic() + 10 * SCALE
+            # every line of it recorded (its marker reached a worker), or the table is full and
+            # the rest of it waits in its input (SB-I-54)
+            while not (log.exists() and any(f'"mark{k}"'.encode() in r[4] for r in read_worker_log(log))) \
+                    and d.stderr().count("holding its input") == held_before:
+                assert time.monotonic() < deadline, f"neither the marker nor a hold:\n{d.stderr()[-2000:]}"
+                time.sleep(0.01)  # poll interval: the mock's log has no change notification
+            a.close()
+            d.wait_stderr("disconnected", count=k + 1)
+        try:
+            early = innocent.line(timeout=0.01)
+        except Timeout:
+            early = None
+        if early is not None:
+            pytest.skip("the churn outlasted the requests' delay on this machine: not exercised")
+        got = answered(innocent, {f"innocent-{i}" for i in range(8)}, timeout=45.0)
+        print(f"through a churn of 6 x 1024 left behind: innocent {got} of 8")
+        assert got == 8
+    finally:
+        d.kill()
