@@ -10,9 +10,9 @@
 # Both ctest runs take -j$(nproc): the heavy tests (the suite and its
 # self-tests, the bite map, the foreign and independent daemons, MCP and ACP
 # interop, the packages, ci-example) each hold the lock of one of two lanes
-# (cmake/Tests.cmake), so two run at once at most; ACP interop, which measures
-# times, holds both. The light unlocked tests (unit, fuzz replays, mocks, e2e,
-# valgrind, interop.bus, bench smoke) run as slots free up.
+# (cmake/Tests.cmake), so two run at once at most. The light unlocked tests
+# (unit, fuzz replays, mocks, e2e, valgrind, interop.bus, bench smoke) run as
+# slots free up.
 # Extra arguments go to both ctest runs (e.g. -L unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -193,10 +193,10 @@ def test_the_flood_and_the_files_are_what_was_sent(tmp_path):
 
 
 # -- closing mid-turn, reconnecting, churn (issue 23 items 1 and 2) -------------------------------
-def close_mid_turn(mode, pool, tmp_path, wait_ms=5000):
+def close_mid_turn(mode, pool, tmp_path, wait_ms=5000, limits=None):
     """Milliseconds from the editor's close (a permission request pending) to
     its agent's exit; None if the agent outlived wait_ms."""
-    with Bus(mode, pool, tmp_path) as bus:
+    with Bus(mode, pool, tmp_path, limits) as bus:
         r, = run_clients(bus.target(), "closeMidTurn", 1, tmp_path / "bus", bus.stderr_file,
                          env={"ACP_CLOSE_WAIT_MS": str(wait_ms)})
     return r["exitMs"]
@@ -210,9 +210,14 @@ def test_closing_mid_turn_ends_a_directly_spawned_agent(tmp_path):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("pool", POOLS)
-def test_closing_mid_turn_ends_the_agent_within_1_s(pool, mode, tmp_path):
-    exit_ms = close_mid_turn(mode, POOLS[pool](1, mode), tmp_path, wait_ms=1500)
-    assert exit_ms is not None and exit_ms < 1000, f"the agent outlived its editor by {exit_ms} ms"
+def test_closing_mid_turn_ends_the_agent_by_the_end_of_its_input(pool, mode, tmp_path):
+    # SB-X-19: the daemon closes the agent's stdin at once, and the agent exits on it, as spawned
+    # directly. With stop_grace_ms at 120 s nothing else can end it within the wait (SIGTERM
+    # comes only then): an exit seen is the end of its input, at any pace (its time is
+    # measure.py's, tests/interop/acp/README.md).
+    exit_ms = close_mid_turn(mode, POOLS[pool](1, mode), tmp_path, wait_ms=60000,
+                             limits={"stop_grace_ms": 120000})
+    assert exit_ms is not None, "the agent outlived its editor by 60 s: its stdin was not closed"
 
 
 @pytest.mark.parametrize("mode", ("unix", "tcp"))
