@@ -255,3 +255,47 @@ def test_worker_stderr_never_reaches_a_client(bus):
     c.request(session="s")
     assert c.sync(session="s") == []
     assert all(b"sb-sync" in line or b'"result"' in line for line in c.received)
+
+
+# -- our readings of the framing (SPEC.md SB-I-6, SB-I-19, SB-I-36) -----------------------
+@pytest.mark.clause("SB-I-6")
+def test_blank_lines_are_ignored_and_a_crlf_line_is_forwarded_as_it_came(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    crlf = b'{"jsonrpc":"2.0","id":"crlf","method":"echo"}\r\n'
+    c.send(b"\n \t\n" + crlf)
+    c.recv_response("crlf")  # the client was kept: the blank lines were no malformed input
+    assert c.sync() == [], "the blank lines got an answer"
+    ins = [r.line for r in bus.worker_log().select("in")]
+    check("SB-I-6", crlf in ins, lambda: f"the \\r\\n line did not reach the worker as sent: {ins[:3]}")
+    check("SB-I-6", not [x for x in ins if not x.strip()], lambda: "a blank line reached the worker")
+
+
+@pytest.mark.clause("SB-I-36")
+def test_bytes_that_are_not_utf8_pass_unchanged_both_ways(bus):
+    bus.start(instances=1)
+    c = bus.client()
+    up = b'{"jsonrpc":"2.0","method":"note","params":{"tag":"raw","s":"\xff\xfe caf\xc3\xa9 \x80"}}\n'
+    c.send(up)
+    rec = bus.worker_log().wait_received(b'"raw"')
+    check("SB-I-36", rec.line == up, lambda: f"the worker read {rec.line!r}, not {up!r}")
+    # the worker writes a response holding bytes that are not UTF-8 (the mock emits the string as is)
+    down = b'{"jsonrpc":"2.0","id":"raw2","result":{"s":"\xff caf\xc3\xa9"}}\n'
+    emit = down.decode("latin-1").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    c.send(b'{"jsonrpc":"2.0","id":"raw2","method":"emit","params":{"mock":{"emit":"'
+           + emit.encode("latin-1") + b'"}}}\n')
+    got = c.recv_line()
+    check("SB-I-36", got == down, lambda: f"the client read {got!r}, not {down!r}")
+
+
+@pytest.mark.clause("SB-I-19")
+def test_a_routing_field_given_twice_routes_by_its_first_occurrence(bus):
+    bus.start(instances=2)
+    c = bus.client()
+    c.send(b'{"jsonrpc":"2.0","id":"dup","method":"m","sessionId":"first","sessionId":"second"}\n')
+    pid = pid_of(c.recv_response("dup"))
+    # the line made session "first" on its worker: "first" goes there again; had it made
+    # "second", "first" would be a new session, the next worker round-robin
+    again = pid_of(c.request(session="first"))
+    check("SB-I-19", again == pid,
+          lambda: f"sessionId \"first\" went to {again}, not to {pid}, where the line with it twice went")

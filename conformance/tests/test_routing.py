@@ -324,3 +324,34 @@ def test_cancellation_of_a_request_the_daemon_never_saw_is_forwarded(bus):
     c.sync(session="s")  # the session's worker has read everything sent before
     got = [(r.pid, r.line) for r in bus.worker_log().select("in") if b'"never-sent"' in r.raw]
     assert got == [(home, line)], f"the cancellation reached {got}, not (only) the session's worker {home}"
+
+
+# -- our readings of the round-robin (SPEC.md SB-I-11, SB-I-30) ----------------------------
+def periodic_distinct(seq, period):
+    """seq repeats with this period, and each period holds distinct items."""
+    return all(seq[i] == seq[i + period] for i in range(len(seq) - period)) and \
+        len(set(seq[:period])) == period
+
+
+@pytest.mark.clause("SB-I-30")
+def test_new_sessions_and_messages_without_one_share_one_cursor(bus):
+    bus.start(instances=3)
+    c = bus.client()
+    picks = []
+    for k in range(3):  # a new session, then a message without one, in turn
+        picks.append(pid_of(c.request(session=f"cursor-{k}")))
+        picks.append(pid_of(c.request()))
+    check("SB-I-30", periodic_distinct(picks, 3),
+          lambda: f"workers chosen in turn {picks}: not one cursor over three workers")
+
+
+@pytest.mark.clause("SB-I-11")
+def test_several_pools_are_one_round_robin_in_configuration_order(bus):
+    bus.start(pools=[bus.pool("p", 2), bus.pool("q", 1)])
+    c = bus.client()
+    pids = [pid_of(c.request()) for _ in range(6)]
+    q = set(bus.worker_log("q").pids())
+    pools = ["q" if pid in q else "p" for pid in pids]
+    rotations = [["p", "p", "q"][i:] + ["p", "p", "q"][:i] for i in range(3)]
+    check("SB-I-11", periodic_distinct(pids, 3) and pools[:3] in rotations,
+          lambda: f"workers chosen {pids} (pools {pools}): not one round-robin over p's two and q's one")
