@@ -324,3 +324,25 @@ def test_requests_of_a_departed_client_count_until_the_worker_exits(bus):
     stay[0].notify("test/exit", params={"mock": {"exit": 0}})  # b's input may be held (SB-I-54)
     # one wait plus a restart delay (the spec gives no number)
     assert _served_again(b, deadline=wait_timeout() + 3.0)["result"]["method"] == "echo"
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-25")
+def test_a_connection_that_ends_mid_line_has_its_last_bytes_discarded_with_a_warning(bus):
+    d = bus.start(instances=1)
+    control = d.stderr_mark()
+    clean = bus.client()  # what a connection that ends after a whole line makes the daemon write
+    clean.sync()
+    clean.close()
+    watcher = bus.client()
+    watcher.sync()
+    since = d.stderr_mark()
+    cut = bus.client()
+    cut.send(b'{"jsonrpc":"2.0","id":"cut-short","method":"echo"')  # no newline: the line never ends
+    cut.close()
+    # the warning, in any words: naming the bytes, or a line of a shape the clean end did not write
+    d.wait_caused(control, since, ["cut-short", "partial", "unterminated", "incomplete", "newline", "trailing"],
+                  what="a warning about the unterminated bytes the connection left")
+    watcher.sync()
+    assert not [r for r in bus.worker_log().select("in") if b"cut-short" in r.raw], \
+        "the unterminated bytes were forwarded as a line"
