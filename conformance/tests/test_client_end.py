@@ -12,12 +12,15 @@ until then fails the wait.
 """
 
 import json
+import os
+import signal
 
 import pytest
 
 from stdio_bus_conformance import pid_of, procinfo, wait_timeout, wait_until
 
 CLIENT_END = pytest.mark.requires("client_end")
+DESCENDANTS = pytest.mark.requires("descendants")
 SOCKETS = pytest.mark.modes("unix", "tcp")
 STAY = ["--on-eof", "stay"]  # a worker that keeps running at stdin EOF until a signal
 LONG = {"limits": {"drain_timeout_sec": 120}}
@@ -165,3 +168,42 @@ def test_a_client_that_waits_backpressure_timeout_sec_for_a_worker_is_refused(bu
     assert not [r for r in bus.worker_log().select("in") if b'"b-init"' in r.raw], \
         "b's first message reached the worker a is bound to"
     assert pid_of(a.request()) == pid_a, "a lost its worker"
+
+
+# -- SB-X-22: what a worker left outside its group ends with it --------------------------------
+@DESCENDANTS
+@SOCKETS
+@pytest.mark.clause("SB-X-22")
+@pytest.mark.parametrize("how", ["setsid", "double-fork"])
+def test_a_helper_that_left_its_workers_group_ends_with_the_worker(bus, how):
+    # the mock starts a helper that leaves its process group (setsid), and with double-fork its
+    # parentage too, as a daemonizing helper does; the connection's end ends the worker
+    # the readiness probe's own worker and helper are not awaited: this test judges its own
+    start(bus, "per_connection", args=["--spawn-child", how], probe_gone=False)
+    c = bus.client()
+    pid = pid_of(c.request())
+    rec = bus.worker_log().wait_for(lambda r: r.kind == "child" and r.pid == pid, wait_timeout(),
+                                    "the helper's pid, logged by the worker")
+    helper = int(rec.raw.strip())
+    try:
+        c.close()
+        bus.worker_log().wait_for(lambda r: r.kind == "exit" and r.pid == pid, wait_timeout(),
+                                  "the worker exiting at the end of its input")
+        wait_until(lambda: not helper_alive(helper, bus.worker_log().path),
+                   what=f"helper {helper} ({how}) ended once its worker {pid} had exited")
+    finally:  # the harness leaves nothing behind, whatever the daemon did (the probe's helper too)
+        log = bus.worker_log()
+        for r in log.select("child"):
+            if helper_alive(int(r.raw.strip()), log.path):
+                os.kill(int(r.raw.strip()), signal.SIGKILL)
+
+
+def helper_alive(pid: int, log_path) -> bool:
+    """The helper still runs: not a zombie, and its pid not reused (its command line, the
+    mock's, names this test's worker log)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return False
+    return str(log_path).encode() in cmdline and procinfo.state(pid) not in (None, "Z")
