@@ -229,8 +229,10 @@ def test_daemon_flooding_forever_ends_within_its_deadlines(harness, tmp_path):
     options, memory and artifacts stay bounded, and nothing is left."""
     fake = private_fake(tmp_path)
     wait, grace, tests = 1.0, 1.0, 3
-    # per test: a start, a few waits, the teardown grace and the kill sweep; plus the run's own start
-    bound = 20 + tests * (4 * wait + grace + 5)
+    # per test: a start, a few waits, the teardown grace and the kill sweep; plus the run's own
+    # start; twice that, for the flood competes with the harness for the cores (a CI run with
+    # the machine busy took 67 s of 50): a run that never ends still fails it
+    bound = 2 * (20 + tests * (4 * wait + grace + 5))
     t0 = time.monotonic()
     run = harness("-k", "response_reaches", "--no-preflight", breaks=["flood-forever"], daemon=fake,
                   profile=f"shutdown_timeout = {grace}\n")
