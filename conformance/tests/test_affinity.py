@@ -294,7 +294,10 @@ REPEAT = 8 * MIB // 100
 @SOCKETS
 @pytest.mark.clause("SB-X-14")
 def test_a_client_that_is_not_reading_gets_the_last_output_before_the_close(bus):
-    start(bus, instances=1, overrides={"limits": {"max_output_queue": 64 * MIB}})
+    # drain_timeout_sec is what the daemon grants a client to read what it is owed (SB-X-14):
+    # long here, so a harness slow to read 8 MB on a busy machine is not cut (the read ends
+    # the wait, not the deadline)
+    start(bus, instances=1, overrides={"limits": {"max_output_queue": 64 * MIB, "drain_timeout_sec": 300}})
     d = bus.daemon
     family = socket.AF_UNIX if bus.mode == "unix" else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
