@@ -60,7 +60,7 @@ import sys
 import threading
 import time
 
-from fake_json import raw_members
+from fake_json import loads, raw_members
 
 BREAKS = set()
 MODE = "stdio"
@@ -293,7 +293,7 @@ class Daemon:
         if not line.strip():
             return
         try:
-            msg = json.loads(line)
+            msg = loads(line)
         except ValueError:
             if "segv-on-malformed" in BREAKS:
                 segv()
@@ -357,7 +357,7 @@ class Daemon:
 
     def from_worker(self, w, line):
         try:
-            msg = json.loads(line)
+            msg = loads(line)
             raw = raw_members(line)
         except ValueError:
             log("ERROR", f"[{w.name}] malformed output")

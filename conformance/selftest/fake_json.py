@@ -9,6 +9,12 @@ _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
 
+def loads(line: bytes):
+    """json.loads of a line whose strings may hold bytes that are not UTF-8
+    (SB-I-36: they pass unchanged, so the fakes keep them as surrogates)."""
+    return json.loads(line.decode("utf-8", "surrogateescape"))
+
+
 def raw_members(line: bytes) -> dict:
     """{name (unescaped): raw value text} of the top-level object in line;
     the first occurrence of a name wins. Raises ValueError on bad JSON."""

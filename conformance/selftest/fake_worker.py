@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 
-from fake_json import raw_members
+from fake_json import loads, raw_members
 
 PID = os.getpid()
 WID = os.environ.get("STDIO_BUS_WORKER_ID")
@@ -67,7 +67,7 @@ def answer(raw, msg, mock, client_reply=None):
 
 def handle(line):
     try:
-        msg = json.loads(line)
+        msg = loads(line)
         raw = raw_members(line)
     except ValueError:
         return
@@ -106,7 +106,7 @@ def handle(line):
             note += ',"sessionId":%s' % sid
         out((note + "}\n").encode("utf-8", "surrogateescape"))
     if "emit" in mock:
-        out(mock["emit"].encode(), int(mock.get("split", 1)), mock.get("split_pause_ms", 0))
+        out(mock["emit"].encode("utf-8", "surrogateescape"), int(mock.get("split", 1)), mock.get("split_pause_ms", 0))
         return
     if "id" in msg:
         answer(raw, msg, mock)
