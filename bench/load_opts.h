@@ -2,7 +2,7 @@
 #ifndef BENCH_LOAD_OPTS_H
 #define BENCH_LOAD_OPTS_H
 
-#include "net.h"
+#include "bench_net.h"
 
 #include <stddef.h>
 

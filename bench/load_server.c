@@ -1,5 +1,5 @@
 #include "load_server.h"
-#include "spawn.h"
+#include "bench_spawn.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -4,7 +4,7 @@
 #ifndef BENCH_LOAD_TRAFFIC_H
 #define BENCH_LOAD_TRAFFIC_H
 
-#include "buf.h"
+#include "bench_buf.h"
 #include "load_opts.h"
 
 #include <stdint.h>

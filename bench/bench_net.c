@@ -1,4 +1,4 @@
-#include "net.h"
+#include "bench_net.h"
 
 #include <errno.h>
 #include <fcntl.h>

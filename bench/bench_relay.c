@@ -15,10 +15,10 @@
  * A line longer than max_input_buffer closes its client; an output queue
  * over max_output_queue pauses the inputs that feed it. stdio mode ends at
  * stdin EOF once every answer is written; socket modes end on SIGTERM. */
-#include "buf.h"
-#include "net.h"
+#include "bench_buf.h"
+#include "bench_net.h"
 #include "relay_config.h"
-#include "spawn.h"
+#include "bench_spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

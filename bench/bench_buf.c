@@ -1,4 +1,4 @@
-#include "buf.h"
+#include "bench_buf.h"
 
 #include <errno.h>
 #include <stdlib.h>
