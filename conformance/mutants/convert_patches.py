@@ -233,6 +233,9 @@ def main() -> int:
     ap.add_argument("--prove", action="store_true", help="compare the patched and the described trees")
     args = ap.parse_args()
     patches = [Path(p) for p in args.patches] or sorted(HERE.glob("*.patch"))
+    if not patches:
+        print(f"no patch given and none in {HERE}")
+        return 2
     failed, same = [], 0
     for p in patches:
         target = p.with_suffix(".toml")

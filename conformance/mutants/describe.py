@@ -85,6 +85,9 @@ def mutant_paths(folder: Path = HERE) -> list[Path]:
     return sorted(folder.glob("*.toml"))
 
 
+MUTANT_KEYS, CHANGE_KEYS = {"breaks", "why", "change"}, {"function", "scope", "symbol", "file_of", "find", "replace"}
+
+
 def load(path: Path) -> Mutant:
     name = path.stem
     try:
@@ -94,24 +97,34 @@ def load(path: Path) -> Mutant:
     breaks = data.get("breaks")
     if not breaks or not all(isinstance(b, str) and b.startswith("SB-") for b in breaks):
         raise MutantError(f"mutant {name}: breaks must list the clauses it breaks (SB-...)")
-    changes = []
-    for i, c in enumerate(data.get("change", []), 1):
-        ch = Change(find=c.get("find", ""), replace=c.get("replace", ""), function=c.get("function"),
-                    symbol=c.get("symbol"), file_of=c.get("file_of"))
-        file_level = c.get("scope") == "file-level"
-        problem = ("the text to find is empty" if not ch.find else
-                   "find and replace must be whole lines (end with a newline)"
-                   if not ch.find.endswith("\n") or (ch.replace and not ch.replace.endswith("\n")) else
-                   "a change names either a function or scope = \"file-level\" with a symbol"
-                   if bool(ch.function) == file_level or (file_level and not ch.symbol) else
-                   f"a file-level change's text must name its symbol {ch.symbol}"
-                   if file_level and not re.search(rf"\b{re.escape(ch.symbol)}\b", ch.find + ch.replace) else "")
-        if problem:
-            raise MutantError(f"mutant {name}, change {i}: {problem}")
-        changes.append(ch)
+    if set(data) - MUTANT_KEYS:  # a misspelt key would otherwise be ignored
+        raise MutantError(f"mutant {name}: unknown keys {sorted(set(data) - MUTANT_KEYS)}")
+    changes = [_change(name, i, c) for i, c in enumerate(data.get("change", []), 1)]
     if not changes:
         raise MutantError(f"mutant {name}: no [[change]]")
     return Mutant(name, breaks, changes, data.get("why", ""))
+
+
+def _change(name: str, i: int, c: dict) -> Change:
+    ch = Change(find=c.get("find", ""), replace=c.get("replace", ""), function=c.get("function"),
+                symbol=c.get("symbol"), file_of=c.get("file_of"))
+    file_level = c.get("scope") == "file-level"
+    problem = ""
+    if set(c) - CHANGE_KEYS:
+        problem = f"unknown keys {sorted(set(c) - CHANGE_KEYS)}"
+    elif c.get("scope", "file-level") != "file-level":
+        problem = 'the only scope is "file-level"'
+    elif not ch.find:
+        problem = "the text to find is empty"
+    elif not ch.find.endswith("\n") or (ch.replace and not ch.replace.endswith("\n")):
+        problem = "find and replace must be whole lines (end with a newline)"
+    elif bool(ch.function) == file_level or (file_level and not ch.symbol):
+        problem = 'a change names either a function or scope = "file-level" with a symbol'
+    elif file_level and not re.search(rf"\b{re.escape(ch.symbol)}\b", ch.find + ch.replace):
+        problem = f"a file-level change's text must name its symbol {ch.symbol}"
+    if problem:
+        raise MutantError(f"mutant {name}, change {i}: {problem}")
+    return ch
 
 
 # -- where functions are --------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 """Proof that the suite bites: builds deliberately broken variants of our
 daemon and shows that each is caught by the tests of the clause it breaks.
 
-Each variant is a patch in this folder (`NN-name.patch`, a unified diff of
-src/ against the tree root) whose first line names the clauses it breaks:
+Each variant is a description in this folder (`NN-name.toml`, describe.py:
+what it changes, inside which function of src/) whose `breaks` names the
+clauses it breaks:
 
-    # breaks: SB-6.1.2-1 SB-6.1.2-2
+    breaks = ["SB-6.1.2-1", "SB-6.1.2-2"]
 
 A variant is CAUGHT when the suite exits 1 and at least one failing test
 cites one of those clauses (a failure elsewhere only is reported as
@@ -33,23 +34,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+import describe  # noqa: E402
 from clauses_check import parse_spec  # noqa: E402
 
 
-def parse_patch(path: Path) -> list[str]:
-    first = path.read_text().splitlines()[0]
-    if not first.startswith("# breaks:"):
-        raise SystemExit(f"{path.name}: first line must be '# breaks: SB-...'")
-    return first.split(":", 1)[1].split()
-
-
 def breaks_a_must(patterns: list[str]) -> bool:
-    """Whether a clause the patch names (globs allowed) is MUST or MUST NOT."""
+    """Whether a clause the variant names (globs allowed) is MUST or MUST NOT."""
     return any(c["level"] in ("MUST", "MUST NOT") and fnmatch.fnmatchcase(c["id"], pat)
                for c in parse_spec(str(ROOT / "SPEC.md")) for pat in patterns)
 
 
-def build_variant(patch: Path, work: Path) -> Path | None:
+def build_variant(mutant: describe.Mutant, work: Path) -> Path | None:
     src = work / "tree"
     shutil.copytree(ROOT / "src", src / "src")
     shutil.copytree(ROOT / "cmake", src / "cmake")
@@ -57,11 +53,7 @@ def build_variant(patch: Path, work: Path) -> Path | None:
     for f in ROOT.iterdir():
         if f.is_file():
             shutil.copy(f, src)
-    r = subprocess.run(["patch", "-s", "-p1", "-d", str(src), "-i", str(patch)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        print(f"  patch failed: {r.stdout}{r.stderr}")
-        return None
+    describe.apply(mutant, src / "src")
     b = work / "build"
     for cmd in (["cmake", "-S", str(src), "-B", str(b), "-DSB_TESTS=OFF",
                  "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
@@ -85,25 +77,38 @@ def main() -> int:
     report_dir = Path(args.report_dir or build / "mutants").resolve()
     report_dir.mkdir(parents=True, exist_ok=True)
     mock = build / "mock_workers" / "mock_worker"
-    patches = sorted(HERE.glob("*.patch"))
+    paths = describe.mutant_paths()
     if args.only:
-        patches = [p for p in patches if any(o in p.name for o in args.only)]
-    if not patches:
+        paths = [p for p in paths if any(o in p.name for o in args.only)]
+    if not paths:
         print("no variants selected")
         return 2
 
     rows = []
-    for patch in patches:
-        clauses = parse_patch(patch)
-        print(f"== {patch.stem}: breaks {' '.join(clauses)}", flush=True)
+    for path in paths:
+        try:
+            mutant = describe.load(path)
+        except describe.MutantError as exc:
+            print(f"== {exc}", flush=True)
+            rows.append({"variant": path.stem, "breaks": [], "outcome": "does not apply", "failing": [],
+                         "seconds": 0})
+            continue
+        clauses = mutant.breaks
+        print(f"== {mutant.name}: breaks {' '.join(clauses)}", flush=True)
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="sb-mutant-") as tmp:
-            binary = build_variant(patch, Path(tmp))
+            try:
+                binary = build_variant(mutant, Path(tmp))
+            except describe.MutantError as exc:  # its description no longer matches src/
+                print(f"  {exc}", flush=True)
+                binary, outcome = None, "does not apply"
+            else:
+                outcome = "build-error"
             if binary is None:
-                rows.append({"variant": patch.stem, "breaks": clauses, "outcome": "build-error",
+                rows.append({"variant": mutant.name, "breaks": clauses, "outcome": outcome,
                              "failing": [], "seconds": 0})
                 continue
-            out = report_dir / patch.stem
+            out = report_dir / mutant.name
             # our profile: a daemon built elsewhere than build/ gets the neutral one by default
             cmd = [sys.executable, str(ROOT / "conformance" / "run.py"), "--daemon", str(binary),
                    "--profile", str(ROOT / "conformance" / "profiles" / "stdio_bus.toml"),
@@ -129,7 +134,7 @@ def main() -> int:
             outcome = f"harness exit {r.returncode}"
         modes = sorted({t.get("mode") or "-" for t in hit},
                        key=lambda m: ("stdio", "unix", "tcp", "-").index(m))
-        rows.append({"variant": patch.stem, "breaks": clauses, "outcome": outcome,
+        rows.append({"variant": mutant.name, "breaks": clauses, "outcome": outcome,
                      "modes": modes, "failing": [t["nodeid"] for t in hit or failing][:5],
                      "seconds": round(time.monotonic() - t0, 1)})
         print(f"   {outcome} ({rows[-1]['seconds']} s; modes {','.join(modes) or '-'}): "

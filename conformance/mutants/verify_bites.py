@@ -10,8 +10,9 @@ else fails among those tests is reported, never hidden.
     conformance/mutants/verify_bites.py --discover [--only ...] [--write-map]
 
 Kinds of break:
-  mutant           a patch of src/ in this folder; built incrementally in one
-                   scratch tree (copied once, `patch`, rebuild, `patch -R`)
+  mutant           a description of a change to src/ in this folder (NN-name.toml,
+                   describe.py); built incrementally in one scratch tree (copied
+                   once, the change written, rebuild, the original text put back)
   fbus             a defect switch of the foreign daemon (FOREIGN_BUS_DEFECT)
   fake-daemon      a --break of selftest/fake_daemon.py
   mock-worker      a misbehaving mode of mock_worker (worker_tests/run_catches.py)
@@ -22,10 +23,11 @@ Kinds of break:
 Output: <out>/verify.json (read by `run.py --coverage --bite`; --fast writes
 verify-fast.json unless --out-json says otherwise) and a table on the
 console. Exit 0 when every break bit every clause recorded under it, 1 when
-one did not, 2 when a break could not be applied or a run not judged.
+one did not, 2 when a break could not be applied (a mutant whose description
+no longer matches src/ is an ERROR naming it, never a miss) or a run not judged.
 
 --discover runs, for each break, the tests citing the clauses it claims to
-break (a mutant's `# breaks:` line, a fbus defect's clauses) or the tests the
+break (a mutant's `breaks`, a fbus defect's clauses) or the tests the
 self-tests name for it (fake daemon, fake MCP worker), or the whole worker
 suite (mock_worker modes), and lists every MUST clause a failing test was
 judged on; --write-map adds those not yet in the map (two tests per clause).
@@ -54,6 +56,8 @@ ACP = ROOT / "tests" / "interop" / "acp"
 MAP = CONF / "bite_map.toml"
 sys.path.insert(0, str(CONF))
 sys.path.insert(0, str(CONF / "worker_tests"))
+sys.path.insert(0, str(HERE))
+import describe  # noqa: E402
 from clauses_check import parse_spec  # noqa: E402
 from stdio_bus_conformance.reports import bite  # noqa: E402
 
@@ -79,8 +83,7 @@ def _literal(path: Path, name: str):
 
 
 def mutant_claims(name: str) -> list[str]:
-    first = (HERE / f"{name}.patch").read_text().splitlines()[0]
-    return first.split(":", 1)[1].split()
+    return describe.load(HERE / f"{name}.toml").breaks
 
 
 def mock_modes() -> dict:
@@ -99,7 +102,7 @@ FBUS_CLAUSES = {  # foreign/README.md, Defect switches
 
 
 def all_breaks() -> list[tuple[str, str]]:
-    out = [("mutant", p.stem) for p in sorted(HERE.glob("*.patch"))]
+    out = [("mutant", p.stem) for p in describe.mutant_paths()]
     out += [("fbus", n) for n in FBUS_CLAUSES]
     out += [("fake-daemon", n) for n in _literal(SELFTEST / "test_suite_catches_breaks.py", "BREAKS")]
     out += [("mock-worker", n) for n in mock_modes()]
@@ -167,9 +170,9 @@ class Runner:
 
 
 class MutantBuilder:
-    """One scratch copy of the tree, configured once; each patch is applied,
-    the daemon rebuilt (only what the patch touched recompiles), the binary
-    copied out, and the patch reverted."""
+    """One scratch copy of the tree, configured once; each mutant's change is
+    written, the daemon rebuilt (only what it touched recompiles), the binary
+    copied out, and the files it changed given back their original text."""
 
     def __init__(self, scratch: Path):
         self.tree, self.bdir, self.bins = scratch / "tree", scratch / "build", scratch / "bin"
@@ -199,15 +202,14 @@ class MutantBuilder:
         with self.lock:
             if not self.ready:
                 self._setup()
-            patch = HERE / f"{name}.patch"
-            self._sh(["patch", "-s", "-p1", "-d", str(self.tree), "-i", str(patch)])
+            originals = describe.apply(describe.load(HERE / f"{name}.toml"), self.tree / "src")
             try:
                 self._sh(["cmake", "--build", str(self.bdir), "--target", "stdio_bus", "-j2"])
                 out = self.bins / name
                 shutil.copy(self.bdir / "stdio_bus", out)
                 return out
             finally:
-                self._sh(["patch", "-s", "-R", "-p1", "-d", str(self.tree), "-i", str(patch)])
+                describe.restore(originals)
 
 
 # -- judging ---------------------------------------------------------------------------------------
@@ -238,8 +240,11 @@ def verify_one(runner, builder, key, entries, out_dir) -> dict:
            "also_failed": {}, "harness": "", "seconds": 0.0}
     try:
         binary = builder.build(name) if kind == "mutant" else None
+    except describe.MutantError as exc:  # its description no longer matches src/: an error, not a miss
+        row["harness"] = f"does not apply: {exc}"
+        return row
     except (RuntimeError, OSError) as exc:
-        row.update(harness=f"cannot apply: {exc}", missed=row["clauses"])
+        row["harness"] = f"cannot build: {exc}"
         return row
     tests = list(dict.fromkeys(t for e in entries for t in e.tests if not t.startswith(PREFLIGHT)))
     sel = [a for t in tests for a in ("--only", t)]
@@ -266,7 +271,11 @@ def discover_one(runner, builder, kind, name, out_dir, mandatory) -> dict:
     t0 = time.monotonic()
     row = {"kind": kind, "name": name, "failed": {}, "harness": "", "seconds": 0.0}
     if kind == "mutant":
-        claims = mutant_claims(name)
+        try:
+            claims = mutant_claims(name)
+        except describe.MutantError as exc:
+            row["harness"] = f"does not apply: {exc}"
+            return row
         sel = [a for c in claims for a in ("--clause", c)]
     elif kind == "fbus":
         sel = [a for c in FBUS_CLAUSES[name] for a in ("--clause", c)]
@@ -281,8 +290,11 @@ def discover_one(runner, builder, kind, name, out_dir, mandatory) -> dict:
         sel = []
     try:
         binary = builder.build(name) if kind == "mutant" else None
+    except describe.MutantError as exc:
+        row["harness"] = f"does not apply: {exc}"
+        return row
     except (RuntimeError, OSError) as exc:
-        row["harness"] = f"cannot apply: {exc}"
+        row["harness"] = f"cannot build: {exc}"
         return row
     if kind == "fake-daemon":  # its files are positional: resolve them from the suite
         sel = [str(CONF / s) if s.endswith(".py") else s for s in sel]

@@ -3,7 +3,7 @@ wrong at the edge. Two tokens that differ in one byte or in type, bytes a
 naive implementation would normalise, a slot freed and reused (a client's
 slot after it left, a worker's slot after a restart), and clauses that apply
 in every mode but were judged in only one (conformance/mutants/mode_coverage.py
-lists them). conformance/mutants/2x-*.patch and 3x-*.patch are the broken
+lists them). conformance/mutants/2x-*.toml and 3x-*.toml are the broken
 daemons these tests are shown to catch.
 
 Nothing here relies on our extensions: restarts are waited for at the
