@@ -1,4 +1,5 @@
 #include "supervise.h"
+#include "affinity_exit.h"
 #include "log.h"
 #include "relay.h"
 #include "status.h"

@@ -29,10 +29,6 @@ void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now);
 /* supervise_affinity.c (SB-X-10..SB-X-16) */
 bool sb_supervise_attach(sb_bus *d, sb_peer *c);
 void sb_supervise_detach(sb_bus *d, sb_peer *c);
-/* SB-X-14: ends the connections bound to w, which exited (retired: because
- * its client ended, SB-X-19); true for a per_connection slot, which is not
- * restarted (SB-X-15). */
-bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired);
 /* SB-X-19: c ended (sb_bus.client_ended): when it is the only client bound
  * to its worker, the worker is retired now. */
 void sb_supervise_client_ended(sb_bus *d, sb_peer *c);

@@ -1,6 +1,6 @@
 /* Worker supervision for connection affinity (SB-X-10..SB-X-16, SB-X-19..
- * SB-X-21): a connection's own worker, the end of a connection reaching
- * it, and the connections a worker's exit ends. */
+ * SB-X-21): a connection's own worker and the end of a connection
+ * reaching it. The connections a worker's exit ends: affinity_exit.c. */
 #include "client_state.h"
 #include "log.h"
 #include "supervise.h"
@@ -118,31 +118,4 @@ void sb_supervise_detach(sb_bus *d, sb_peer *c) {
     int id = sb_affinity_unbind(&d->router.affinity, c->index);
     if (id >= 0 && d->phase < SB_PHASE_DRAINING && sb_affinity_count(&d->router.affinity, id) == 0)
         sb_supervise_retire(d, &d->workers[id]);
-}
-
-/* SB-X-14: a worker's exit ends the connections bound to it, whose server
- * state is gone with it (as the MCP stdio transport ends when its server
- * dies). What the worker wrote before exiting has been routed (SB-I-40):
- * the client is no longer read, and is closed once its output queue is
- * written, or after drain_timeout_sec. At shutdown the connections stay
- * until the end (SB-I-21). Returns true for a per_connection slot, which
- * is not restarted (SB-X-15). */
-bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired) {
-    if (d->cfg->affinity == SB_AFFINITY_NONE)
-        return false;
-    int client;
-    while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
-        sb_affinity_unbind(&d->router.affinity, client);
-        sb_peer *c = &d->clients[client];
-        if (d->phase >= SB_PHASE_DRAINING || c->state == SB_CLIENT_DOOMED ||
-            c->state == SB_CLIENT_CLOSING)
-            continue;
-        /* retired: the client ended first (SB-X-19), its worker's exit is news */
-        sb_log(retired ? SB_LOG_INFO : SB_LOG_WARN, c->name,
-               "its worker %d exited: closing the connection once its output is written", w->id);
-        sb_client_enter(d, c, SB_CLIENT_CLOSING);
-        if (!c->dirty)
-            sb_relay_close_if_flushed(d, c);
-    }
-    return w->pool->per_connection;
 }
