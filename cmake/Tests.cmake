@@ -38,6 +38,12 @@ if(SB_CLANG_FORMAT)
                        ENVIRONMENT CLANG_FORMAT=${SB_CLANG_FORMAT})
 endif()
 
+# No call or include cycle between src/ files (issue 33): the calls read from
+# the core's objects (nm), the includes from the sources.
+add_test(NAME layering COMMAND ${SB_PYTHON} ${PROJECT_SOURCE_DIR}/ci/src_cycles.py $<TARGET_OBJECTS:sb_core>
+         COMMAND_EXPAND_LISTS)
+set_tests_properties(layering PROPERTIES LABELS layering TIMEOUT 60)
+
 # Every fuzz target also builds as an ordinary program that replays its seed
 # corpus and past crashes (fuzz/fuzz_main.c), so CI checks them without AFL++.
 file(GLOB SB_FUZZERS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/fuzz/*_fuzzer.c)

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Cycles between the daemon's source files (issue 33): every call from one
+src/ file into another, read from the objects' symbol tables (nm), and every
+#include "..." between src/ files. A cycle (a strongly connected group of more
+than one file) means two concerns lean on each other, so neither can be
+read, tested or moved alone. Exits 1 naming each cycle and the edges in it.
+
+usage: src_cycles.py OBJECT...   (the objects of src/'s .c files, e.g.
+       build/CMakeFiles/sb_core.dir/src/*.o; ctest passes them from the
+       build: $<TARGET_OBJECTS:sb_core>)"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def source_name(obj: Path) -> str:
+    """x.c (or sub/x.c) for .../sb_core.dir/src/[sub/]x.c.o"""
+    parts = obj.parts
+    if "src" not in parts:
+        return obj.name[:-2]
+    i = len(parts) - 1 - parts[::-1].index("src")
+    return "/".join(parts[i + 1:])[:-2]
+
+
+def call_edges(objects: list) -> dict:
+    """{file: {file it calls into: [symbols]}}, files named as in src/"""
+    defined, undefined = {}, {}
+    for obj in sorted(objects):
+        name = source_name(obj)
+        out = subprocess.run(["nm", "--defined-only", "-g", str(obj)], capture_output=True,
+                             text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                defined[parts[2]] = name
+        out = subprocess.run(["nm", "--undefined-only", str(obj)], capture_output=True,
+                             text=True, check=True).stdout
+        undefined[name] = [line.split()[-1] for line in out.splitlines() if line.strip()]
+    edges = {}
+    for name, syms in undefined.items():
+        for s in syms:
+            to = defined.get(s)
+            if to and to != name:
+                edges.setdefault(name, {}).setdefault(to, []).append(s)
+    return edges
+
+
+def include_edges(src: Path) -> dict:
+    """{file: {file it includes: []}} between src/ files (headers included)."""
+    edges = {}
+    for f in sorted(src.rglob("*.[ch]")):
+        for inc in INCLUDE.findall(f.read_text()):
+            target = (f.parent / inc)
+            if not target.exists():
+                target = src / inc
+            if target.exists():
+                edges.setdefault(str(f.relative_to(src)), {})[str(target.resolve().relative_to(src.resolve()))] = []
+    return edges
+
+
+def cycles(edges: dict) -> list:
+    """Strongly connected groups of more than one node (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    nodes = set(edges) | {t for e in edges.values() for t in e}
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def report(kind: str, edges: dict) -> int:
+    found = cycles(edges)
+    for group in found:
+        print(f"src-cycles: {kind} cycle between {', '.join(group)}:")
+        for a in group:
+            for b, syms in sorted(edges.get(a, {}).items()):
+                if b in group:
+                    print(f"  {a} -> {b}" + (f" ({', '.join(sorted(set(syms))[:4])})" if syms else ""))
+    return len(found)
+
+
+def main() -> int:
+    objects = [Path(a) for a in sys.argv[1:]]
+    if not objects:
+        print(__doc__, file=sys.stderr)
+        return 2
+    n = report("call", call_edges(objects))
+    n += report("include", include_edges(ROOT / "src"))
+    print(f"src-cycles: {n} cycle(s)")
+    return 1 if n else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
