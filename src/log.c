@@ -21,13 +21,14 @@ static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
  * that. fd 2 is left blocking, because its open file description is shared
  * with whoever started us (O_NONBLOCK would change their writes too).
  * Instead each line is written only when poll() says it fits: on a pipe a
- * line (< PIPE_BUF) then goes whole; a socket is sent to with MSG_DONTWAIT.
+ * line (<= PIPE_BUF, 4096 on Linux, and a writable pipe has a free page)
+ * then goes whole; a socket is sent to with MSG_DONTWAIT.
  * What does not fit is dropped and counted, and the count is written once
  * stderr takes lines again. A line written only in part (a socket can
  * take part of one) is finished before anything else. A regular file
  * always takes lines; a terminal says it is writable with little room
  * left, so one stopped with Ctrl-S may still block a line: accepted. */
-#define SB_LOG_LINE_MAX 2048
+#define SB_LOG_LINE_MAX 4096 /* carries a worker stderr piece (SB-I-7) whole */
 
 static long dropped;               /* lines lost since stderr last took one */
 static char tail[SB_LOG_LINE_MAX]; /* the unwritten end of a line cut short */

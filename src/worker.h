@@ -19,7 +19,11 @@ typedef enum {
     SB_WORKER_STOPPED
 } sb_worker_state;
 
-#define SB_WORKER_STDERR_LINE 4096
+/* SB-I-7: a worker's stderr line longer than this is logged in pieces of
+ * this size, so that each piece with its prefix (time, level, the worker's
+ * name of up to 63 bytes, "stderr: ") fits one log line (log.c's
+ * SB_LOG_LINE_MAX): a longer piece would be cut there and its end lost. */
+#define SB_WORKER_STDERR_LINE 2048
 /* Log bytes per second that one worker's stderr may cost (issue 14): a
  * worker writing empty lines as fast as it can would otherwise make the
  * daemon write ~90 bytes of log per byte. Counted per relayed line as its

@@ -3,6 +3,7 @@ comes out byte for byte, malformed input closes the client that sent it and
 nothing else, and stdout carries nothing but forwarded messages."""
 
 import json
+import re
 
 import pytest
 
@@ -255,6 +256,39 @@ def test_worker_stderr_never_reaches_a_client(bus):
     c.request(session="s")
     assert c.sync(session="s") == []
     assert all(b"sb-sync" in line or b'"result"' in line for line in c.received)
+
+
+@pytest.mark.clause("SB-I-7")
+def test_worker_stderr_lines_are_split_only_past_2048_bytes(bus):
+    # Both sides of the number, where every reading agrees: 2047 bytes stay one
+    # line whether or not "longer than 2048 bytes" counts the newline; 2049 are
+    # split whichever way it is counted, no piece holds more than 2048, and
+    # nothing is lost: the rest follows in a line of its own.
+    whole = "sbI7-whole-" + "W" * (2047 - 11)
+    split = "sbI7-split-" + "Z" * (2049 - 11)
+    script = 'printf "%s\\n%s\\n%s\\n" "$1" "$2" "$3" >&2; exec "$0"'
+    bus.start(pools=[{"id": "p", "command": "/bin/sh",
+                      "args": ["-c", script, bus.ctx.mock_worker, whole, split, "sbI7-after"], "instances": 1}])
+    d = bus.daemon
+    got = d.wait_stderr_line(lambda line: "sbI7-whole-" in line and line, what="with the worker's 2047-byte line")
+    check("SB-I-7", whole in got, lambda: f"the 2047-byte line was cut: {len(got)} bytes logged")
+    # nor split after its last byte: no piece of it alone in a line of the same shape
+    shape = re.compile(re.sub(r"\\d+", r"\\d+", re.escape(got[:got.index("sbI7-whole-")].rstrip())) + r"\s*$")
+    d.wait_stderr_line(lambda line: "sbI7-after" in line and line, what="with the worker's third line")
+    lines = d.stderr_lines()
+    start = next(i for i, line in enumerate(lines) if "sbI7-whole-" in line)
+    empty = [line for line in lines[start + 1:] if shape.match(line) and "sbI7" not in line]
+    check("SB-I-7", not empty, lambda: f"the 2047-byte line was split after it, an empty piece: {empty[0]!r}")
+    first = d.wait_stderr_line(lambda line: "sbI7-split-" in line and line, what="with the worker's 2049-byte line")
+    piece = first[first.index("sbI7-split-"):].rstrip("\r\n")
+    check("SB-I-7", len(piece) <= 2048 and split.startswith(piece),
+          lambda: f"the 2049-byte line was logged as one piece of {len(piece)} bytes, not split")
+    rest = len(split) - len(piece)
+
+    def rest_of_it(line):
+        run = len(line) - len(line.rstrip("Z"))
+        return line if "sbI7-split-" not in line and run == rest else None
+    d.wait_stderr_line(rest_of_it, what=f"with the last {rest} bytes of the 2049-byte line")
 
 
 # -- our readings of the framing (SPEC.md SB-I-6, SB-I-19, SB-I-36) -----------------------
