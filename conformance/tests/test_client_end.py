@@ -21,6 +21,7 @@ from stdio_bus_conformance import pid_of, procinfo, wait_timeout, wait_until
 
 CLIENT_END = pytest.mark.requires("client_end")
 DESCENDANTS = pytest.mark.requires("descendants")
+GROUPS = pytest.mark.requires("process_groups")
 SOCKETS = pytest.mark.modes("unix", "tcp")
 STAY = ["--on-eof", "stay"]  # a worker that keeps running at stdin EOF until a signal
 LONG = {"limits": {"drain_timeout_sec": 120}}
@@ -196,6 +197,44 @@ def test_a_helper_that_left_its_workers_group_ends_with_the_worker(bus, how):
         for r in log.select("child"):
             if helper_alive(int(r.raw.strip()), log.path):
                 os.kill(int(r.raw.strip()), signal.SIGKILL)
+
+
+# -- SB-X-18: the daemon's signals reach the worker's whole process group ----------------------
+@GROUPS
+@SOCKETS
+@pytest.mark.clause("SB-X-18")
+def test_the_sigterm_of_a_retired_worker_reaches_its_group(bus):
+    # a worker that ignores the end of its input and SIGTERM, with a helper in its process group
+    # that does not: the SIGTERM the client's end brings (stop_grace_ms 0) ends the helper while
+    # the worker runs on until its SIGKILL, drain_timeout_sec (120 s) later; had the SIGTERM gone
+    # to the worker alone, the helper would live as long as the worker. Two slots: the readiness
+    # probe's worker, as stubborn, keeps the other one.
+    start(bus, "per_connection", instances=2, args=["--spawn-child", "group", "--ignore-sigterm"] + STAY,
+          limits={"stop_grace_ms": 0}, probe_gone=False)
+    c = bus.client()
+    pid = pid_of(c.request())
+    rec = bus.worker_log().wait_for(lambda r: r.kind == "child" and r.pid == pid, wait_timeout(),
+                                    "the helper's pid, logged by the worker")
+    helper = int(rec.raw.strip())
+    path = bus.worker_log().path
+    try:
+        c.close()
+        wait_until(lambda: not helper_alive(helper, path) or not worker_alive(pid),
+                   what=f"helper {helper} or its worker {pid} ending, after the client's end")
+        assert worker_alive(pid), (f"the worker {pid} ended before its helper {helper}: the SIGTERM "
+                                   "did not reach the helper in the worker's group")
+    finally:  # nothing left behind; the stubborn workers would hold the shutdown for drain_timeout_sec
+        log = bus.worker_log()
+        for r in log.select("child"):
+            if helper_alive(int(r.raw.strip()), log.path):
+                os.kill(int(r.raw.strip()), signal.SIGKILL)
+        for r in log.select("start"):
+            if helper_alive(r.pid, log.path):
+                os.kill(r.pid, signal.SIGKILL)
+
+
+def worker_alive(pid: int) -> bool:
+    return procinfo.state(pid) not in (None, "Z")
 
 
 def helper_alive(pid: int, log_path) -> bool:

@@ -43,7 +43,8 @@ static pid_t spawn_once(mw_child_kind how) {
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
-        setsid();
+        if (how != MW_CHILD_GROUP)
+            setsid();
         if (how == MW_CHILD_DOUBLE_FORK) {
             pid_t grandchild = fork();
             if (grandchild != 0)

@@ -16,7 +16,7 @@ static const char usage[] =
     "          --strict-members\n"
     "          --on-eof drain|stay --delay-ms MS --sleep-ms MS --split K --split-pause-ms MS\n"
     "          --coalesce N --stall read|write --stall-after N --trigger start|first\n"
-    "          --spawn-child setsid|double-fork\n"
+    "          --spawn-child setsid|double-fork|group\n"
     "  flood:  --rate PER_SEC --count N --session SID\n"
     "  spam:   --spam-bytes N\n"
     "  bad:    --bad nonjson|truncated|nonewline|binary|badutf8|longline|unknown-id|\n"
@@ -225,6 +225,10 @@ static int parse_one(mw_opts *o, int c, const char *arg) {
     case OPT_SLEEP:
         return parse_long("sleep-ms", arg, 0, big, &o->sleep_ms);
     case OPT_CHILD:
+        if (strcmp(arg, "group") == 0) { /* stays in the worker's group (SB-X-18) */
+            o->child = MW_CHILD_GROUP;
+            return MC_OK;
+        }
         rc = parse_choice("spawn-child", arg, "setsid", "double-fork", &b);
         o->child = b ? MW_CHILD_DOUBLE_FORK : MW_CHILD_SETSID;
         return rc;

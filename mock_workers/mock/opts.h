@@ -20,7 +20,7 @@ typedef enum {
 
 typedef enum { MW_STALL_NONE, MW_STALL_READ, MW_STALL_WRITE } mw_stall;
 
-typedef enum { MW_CHILD_NONE, MW_CHILD_SETSID, MW_CHILD_DOUBLE_FORK } mw_child_kind;
+typedef enum { MW_CHILD_NONE, MW_CHILD_SETSID, MW_CHILD_DOUBLE_FORK, MW_CHILD_GROUP } mw_child_kind;
 
 typedef struct mw_opts {
     mw_mode mode;
