@@ -2,7 +2,9 @@
 leave does not keep a new client out (issue 32, items 5 and 7; SPEC.md
 SB-X-18, SB-X-22, SB-X-23). The mock worker's --spawn-child starts a helper
 that leaves the worker's process group (setsid), and with double-fork also
-its parentage, as a daemonizing helper does; it logs the helper's pid."""
+its parentage, as a daemonizing helper does, or (group) one that stays in
+it; it logs the helper's pid. Every way a worker ends is tried: at its
+client's end, by itself, and at shutdown (issue 34 item 4)."""
 import contextlib
 import os
 import time
@@ -62,7 +64,10 @@ def kill_helpers(log):
             os.kill(pid, 9)
 
 
-@pytest.mark.parametrize("how", ["setsid", "double-fork"])
+HOW = ["setsid", "double-fork", "group"]
+
+
+@pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("kind", ["per_connection", "affinity"])
 def test_what_a_worker_starts_outside_its_group_ends_with_it(
         daemon_bin, mock_bin, write_config, tmp_path, kind, how):
@@ -88,13 +93,39 @@ def test_what_a_worker_starts_outside_its_group_ends_with_it(
         kill_helpers(log)
 
 
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("kind", ["per_connection", "affinity"])
+def test_what_a_worker_that_exits_by_itself_started_ends_with_it(
+        daemon_bin, mock_bin, write_config, tmp_path, kind, how):
+    # The worker exits on its own while its client is connected (SB-X-14
+    # then closes the client): what it started ends all the same.
+    log = tmp_path / "w.log"
+    cfg = {"pools": [helper_pool(mock_bin, log, kind, how)], "limits": {"drain_timeout_sec": 2}}
+    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
+    try:
+        c = d.connect()
+        assert ping(c, 1) is not None
+        assert helpers_of(log), "the worker logged no helper"
+        c.send_json({"jsonrpc": "2.0", "method": "bye", "params": {"mock": {"emit": "", "then": "exit"}}})
+        d.wait_stderr("exited with status 0")
+        ended = exited_workers(log)
+        assert len(ended) == 1, ended
+        wait_gone(helpers_of(log, ended), log, f"helper(s) ({how}) of the worker that exited")
+        assert d.stop() == 0
+        wait_gone(helpers_of(log), log, f"helper(s) ({how}) after the daemon exited")
+    finally:
+        d.kill()
+        kill_helpers(log)
+
+
+@pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("kind", ["per_connection", "affinity"])
 def test_helpers_of_workers_stopped_at_shutdown_end_with_the_daemon(
-        daemon_bin, mock_bin, write_config, tmp_path, kind):
+        daemon_bin, mock_bin, write_config, tmp_path, kind, how):
     # The worker is stopped by the shutdown (10.2) while its client is
     # connected: its helper, outside its group, outlived the daemon.
     log = tmp_path / "w.log"
-    cfg = {"pools": [helper_pool(mock_bin, log, kind, "setsid")], "limits": {"drain_timeout_sec": 2}}
+    cfg = {"pools": [helper_pool(mock_bin, log, kind, how)], "limits": {"drain_timeout_sec": 2}}
     d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
     try:
         c = d.connect()
