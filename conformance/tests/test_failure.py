@@ -537,6 +537,37 @@ def test_restart_delays_double_up_to_the_cap(bus):
         f"delays do not grow exponentially: {gaps}"
 
 
+def first_restart_gap_ms(bus, limits) -> float:
+    """The delay (ms) from a crashing worker's first exit to its restart,
+    under these limits, as the mock's log shows it."""
+    bus.start({"limits": {**limits, "max_restarts": 5, "restart_window_sec": 60}},
+              pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
+    log = bus.worker_log("crashy")
+    log.wait_count(lambda r: r.kind == "start", 2, restart_wait(limits["restart_backoff_ms"] / 1000),
+                   "'start' (the first restart)")
+    exit_ = next(r for r in log.records() if r.kind == "exit")
+    return (starts(log)[1].t_ns - exit_.t_ns) / 1e6
+
+
+# Lower bounds only: a busy machine makes a restart later, never sooner.
+@ONE_MODE
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
+@pytest.mark.clause("SB-X-6")
+def test_restart_backoff_ms_sets_the_first_delay(bus):
+    gap = first_restart_gap_ms(bus, {"restart_backoff_ms": 1500})
+    assert gap >= 1500 * 0.95, f"the first restart came {gap:.0f} ms after the exit, not 1500"
+
+
+@ONE_MODE
+@pytest.mark.requires("restart_backoff")
+@pytest.mark.stands_on("restart-crash")
+@pytest.mark.clause("SB-X-7")
+def test_a_cap_below_restart_backoff_ms_is_raised_to_it(bus):
+    gap = first_restart_gap_ms(bus, {"restart_backoff_ms": 1500, "restart_backoff_max_ms": 100})
+    assert gap >= 1500 * 0.95, f"the first restart came {gap:.0f} ms after the exit: capped at 100, not raised to 1500"
+
+
 def restart_gaps(log, enough, most):
     """Watches a worker that exits at once, restarted at the daemon's own
     pace, and returns the delays (ms) from each exit to the next start, as
