@@ -314,8 +314,9 @@ def main(argv=None) -> int:
     rc = int(pytest.main(args, plugins=[_Capture()]))
     if rc not in (0, 1, 2):  # pytest's own: internal error, usage error, no tests
         rc = 2
-    state = getattr(_Capture.config, "_sb_state", None) if _Capture.config else None
-    final = getattr(state, "final", None)
+    from stdio_bus_conformance.plugin.keys import FINISH  # needs pytest: imported once it ran
+    finish = _Capture.config.stash.get(FINISH, None) if _Capture.config else None
+    final = getattr(finish, "final", None)
     if final is not None and not opts.coverage:
         from stdio_bus_conformance import repeat
         from stdio_bus_conformance.reports.outcomes import summary_line

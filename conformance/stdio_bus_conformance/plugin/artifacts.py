@@ -17,11 +17,12 @@ ARTIFACT_RUN_CAP = 64 << 20  # bytes of artifacts a whole run may leave
 
 
 class Artifacts:
-    """Reproducers (one of the run's plugins, state.py). A run starts with
-    no artifacts of an earlier one in its report folder."""
+    """Reproducers (one of the run's plugins, keys.ARTIFACTS). A run starts
+    with no artifacts of an earlier one in its report folder."""
 
-    def __init__(self, run):
+    def __init__(self, run, subjects):
         self.run = run
+        self.subjects = subjects   # the daemon or worker a reproducer reruns
         if not run.is_worker and not run.config.option.collectonly:
             self._clean_report_dir()
 
@@ -53,7 +54,7 @@ class Artifacts:
         opt = self.run.config.getoption
         cmd = [sys.executable, str(CONFORMANCE_DIR / "run.py")]
         if self.run.worker_mode:
-            desc = self.run.wctx.desc
+            desc = self.subjects.wctx.desc
             if desc.path:
                 cmd += ["--worker-description", desc.path]
             cmd += ["--worker", desc.command_line()]
@@ -83,15 +84,15 @@ class Artifacts:
         suite relative to run.py): a folder downloaded from CI reruns where
         they exist at the same place, or with --daemon/--mock-worker."""
         opt = self.run.config.getoption
-        (dest / "profile.toml").write_text(self.run.ctx.profile.to_toml())
+        (dest / "profile.toml").write_text(self.subjects.ctx.profile.to_toml())
 
         def where(path: str) -> str:
             p = Path(path).resolve()
             return str(p.relative_to(CONFORMANCE_DIR)) if CONFORMANCE_DIR in p.parents else str(p)
         data = {
             "nodeid": item.nodeid,
-            "daemon": self.run.ctx.daemon,
-            "mock_worker": self.run.ctx.mock_worker,
+            "daemon": self.subjects.ctx.daemon,
+            "mock_worker": self.subjects.ctx.mock_worker,
             "profile": "profile.toml",
             "spec": os.path.abspath(opt("spec")) if opt("spec") else None,
             "seed": self.run.seed,

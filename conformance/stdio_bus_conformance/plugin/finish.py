@@ -23,10 +23,13 @@ from ..spec import version as kit_version
 
 class Finish:
     """The run's verdict and reports, at its end (one of the run's plugins,
-    state.py)."""
+    keys.FINISH). It reads what the other roles gathered and writes only
+    its own: the RunSummary and the reports."""
 
-    def __init__(self, run):
+    def __init__(self, run, subjects, selection, results):
         self.run = run
+        self.subjects, self.selection, self.results = subjects, selection, results
+        self.final: run_summary.RunSummary | None = None   # once the verdict is in (run.py reads it)
         self.paths: dict | None = None             # the reports written
         self.baseline_written: tuple | None = None  # (file, entries) of --write-baseline
 
@@ -35,16 +38,16 @@ class Finish:
         --strict, or the profile says so (ours does)."""
         if self.run.config.getoption("strict_should"):
             return True
-        ctx = self.run.ctx
+        ctx = self.subjects.ctx
         return True if self.run.worker_mode or ctx is None else ctx.profile.gate_interpretations
 
-    def facts(self) -> run_summary.RunFacts:
+    def facts(self, results: dict, findings: list, interrupted: bool) -> run_summary.RunFacts:
         """What this run gathered, as plain data for run_summary.summarize."""
         opt = self.run.config.getoption
         gate_i = self.gate_interpretations()
         meta = {
             "suite": "stdio Bus conformance kit",
-            **self.run.subjects.subject_meta(),
+            **self.subjects.subject_meta(),
             # kit, kit_version, spec_version: which kit, judging which spec revision
             **kit_version.about(None if self.run.worker_mode else self.run.registry),
             "spec": str(self.run.registry.path) if self.run.registry else None,
@@ -59,36 +62,32 @@ class Finish:
                           "only": opt("only")},
         }
         return run_summary.RunFacts(
-            results=self.run.results, registry=self.run.registry, inventory=self.run.inventory,
-            inventory_complete=self.run.inventory_complete, have_inventory=self.run.have_inventory,
-            findings=self.run.findings, preflight=self.run.preflight, baseline=self.run.baseline,
-            collection_errors=self.run.collection_errors, fatal=self.run.fatal,
-            nothing_selected=self.run.nothing_selected, interrupted=self.run.interrupted,
+            results=results, registry=self.run.registry, inventory=self.selection.inventory,
+            inventory_complete=self.selection.inventory_complete, have_inventory=self.selection.have_inventory,
+            findings=findings, preflight=self.subjects.preflight, baseline=self.run.baseline,
+            collection_errors=self.selection.collection_errors, fatal=self.run.fatal + self.subjects.fatal,
+            nothing_selected=self.selection.nothing_selected, interrupted=interrupted,
             gate_enabled=self.run.gate_enabled, gate_interpretations=gate_i,
             gate_why="--strict" if opt("strict_should") else ("profile" if gate_i else "default: reported, not gated"),
             strict=opt("strict_should"), min_tests=opt("min_tests"),
             min_judged=MIN_JUDGED if opt("min_judged") is None else opt("min_judged"),
             bite_map=opt("bite_map"), bite_results=opt("bite_results") or "",
-            meta=meta, worker=self.run.subjects.worker_subject())
+            meta=meta, worker=self.subjects.worker_subject())
 
-    def summary(self, session) -> run_summary.RunSummary:
-        order = {n: i for i, n in enumerate(self.run.inventory)}
-        self.run.results = dict(sorted(self.run.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-        for r in self.run.results.values():
-            self.run.outcomes.finish_result(r)
-        return run_summary.summarize(self.facts())
+    def summary(self, session, findings: list, interrupted: bool) -> run_summary.RunSummary:
+        results = self.results.in_run_order(self.selection.inventory)
+        return run_summary.summarize(self.facts(results, findings, interrupted))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
         if self.run.is_worker:
-            self.run.config.workeroutput["sb_findings"] = self.run.subjects.sweep_marked()
+            self.run.config.workeroutput["sb_findings"] = self.subjects.sweep_marked()
             return
-        if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop:
-            # Ctrl-C, or xdist stopping: what did not finish is unfinished, and the run exits 2
-            self.run.interrupted = self.run.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
-        self.run.findings += self.run.subjects.sweep_marked()
-        s = self.summary(session)
-        self.run.final = s
+        # Ctrl-C (pytest_keyboard_interrupt, or this exit status): what did not finish is unfinished, exit 2
+        interrupted = self.results.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
+        findings = self.results.findings + self.subjects.sweep_marked()  # a leak swept at the end is one too
+        s = self.summary(session, findings, interrupted)
+        self.final = s
         if self.run.config.option.collectonly:
             # run.py --coverage: collection errors, fatal errors and the gate count
             broken = s.fatal or s.collection_errors
@@ -103,23 +102,24 @@ class Finish:
         ub = self.run.config.getoption("update_baseline")
         if ub:
             try:
-                s.baseline["update"] = bl.update(ub, s.meta["daemon"], self.run.results,
-                                                 set(self.run.inventory) if self.run.inventory_complete else None,
-                                                 self.run.preflight, s.root_causes, strict)
+                s.baseline["update"] = bl.update(ub, s.meta["daemon"], s.results,
+                                                 set(self.selection.inventory)
+                                                 if self.selection.inventory_complete else None,
+                                                 self.subjects.preflight, s.root_causes, strict)
             except (HarnessError, OSError) as exc:  # the file is left as it was
                 s.fatal.append(f"--update-baseline: {exc}")
                 s.verdict = Verdict(EXIT_HARNESS, [s.fatal[-1]] + s.verdict.reasons, s.verdict.notes)
         self.paths = write_all(self.run.report_dir, s)
         wb = self.run.config.getoption("write_baseline")
         if wb:
-            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], self.run.results, self.run.baseline,
+            self.baseline_written = (wb, bl.write(wb, s.meta["daemon"], s.results, self.run.baseline,
                                                   s.root_causes, strict))
         session.exitstatus = s.verdict.exit_code
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
-        if self.run.is_worker or self.run.final is None:
+        if self.run.is_worker or self.final is None:
             return
-        s, tr = self.run.final, terminalreporter
+        s, tr = self.final, terminalreporter
         if config.option.collectonly and not config.getoption("coverage_only"):
             return
         for key, title in (("warn", "WARNINGS (SHOULD-level clauses not met)"),

@@ -12,15 +12,19 @@ from ..daemon.items import blocked_message
 from ..worker.run import WorkerRun
 from . import keys
 from .selection import item_clauses
-from .state import STATE_KEY
 
 
-def _state(config):
-    state = getattr(config, STATE_KEY, None)
-    if state is None:
+def _run(config):
+    """The Run, read by a fixture; a harness error instead when the plugin is
+    inactive, or the run or its subject has a fatal error (no test runs)."""
+    run = config.stash.get(keys.RUN, None)
+    if run is None:
         raise HarnessError("the stdio Bus conformance plugin is inactive in this pytest run: set "
                            "stdio_bus_conformance = true in its ini file, or pass -p stdio_bus_conformance.plugin")
-    return state
+    fatal = run.fatal + config.stash[keys.SUBJECTS].fatal
+    if fatal:
+        raise HarnessError("; ".join(fatal))
+    return run
 
 
 # -- the `bus` fixture -----------------------------------------------------------------
@@ -32,25 +36,24 @@ def sb_mode(request) -> str:
 @pytest.fixture
 def bus(request, sb_mode):
     """The daemon under test, in this test's mode. See daemon/bus.py."""
-    state = _state(request.config)
-    if state.fatal:
-        raise HarnessError("; ".join(state.fatal))
-    if state.worker_mode:
+    run = _run(request.config)
+    ctx, artifacts = request.config.stash[keys.SUBJECTS].ctx, request.config.stash[keys.ARTIFACTS]
+    if run.worker_mode:
         raise HarnessError("this test needs a daemon (the `bus` fixture) and the run judges a worker: "
                            "collect worker_tests/ with --worker")
-    if not state.ctx.profile.supports(sb_mode):
-        pytest.skip(f"unsupported: the profile {state.ctx.profile.name} does not support {sb_mode} mode")
+    if not ctx.profile.supports(sb_mode):
+        pytest.skip(f"unsupported: the profile {ctx.profile.name} does not support {sb_mode} mode")
     for m in request.node.iter_markers("requires"):
-        missing = [f for f in m.args if f not in state.ctx.profile.features]
+        missing = [f for f in m.args if f not in ctx.profile.features]
         if missing:
             pytest.skip(f"unsupported: the profile lacks feature(s) {', '.join(missing)}")
     cited = item_clauses(request.node)
-    if state.ctx.preflight is not None:  # blocked before anything starts: fast
+    if ctx.preflight is not None:  # blocked before anything starts: fast
         for item in [f"start-{sb_mode}"] + [a for m in request.node.iter_markers("stands_on") for a in m.args]:
-            r = state.ctx.preflight.blocking(item, cited)
+            r = ctx.preflight.blocking(item, cited)
             if r is not None:
                 pytest.skip(blocked_message(r))
-    b = Bus(state.ctx, sb_mode, request.node.nodeid)
+    b = Bus(ctx, sb_mode, request.node.nodeid)
     b.requires = {f for m in request.node.iter_markers("requires") for f in m.args}
     b.cited = tuple(cited)
     context.state.bus = b
@@ -66,9 +69,9 @@ def bus(request, sb_mode):
             request.node.stash[keys.FINDINGS] = list(b.findings)
             if request.node.stash.get(keys.FAILED, False) or crash is not None or \
                     any(f["kind"] != "flood" for f in b.findings):
-                dest = state.artifacts.artifact_dir(request.node.nodeid)
-                b.write_artifacts(dest, state.artifacts.rerun_command(request.node), state.artifacts.artifact_room())
-                state.artifacts.write_rerun(dest, request.node)
+                dest = artifacts.artifact_dir(request.node.nodeid)
+                b.write_artifacts(dest, artifacts.rerun_command(request.node), artifacts.artifact_room())
+                artifacts.write_rerun(dest, request.node)
                 if b.truncated:
                     request.node.stash[keys.FINDINGS].append(
                         {"kind": "truncated", "test": request.node.nodeid, "clause": None,
@@ -89,28 +92,27 @@ def rng(bus):
 @pytest.fixture
 def worker(request):
     """The worker under test. See worker/run.py."""
-    state = _state(request.config)
-    if state.fatal:
-        raise HarnessError("; ".join(state.fatal))
-    if not state.worker_mode:
+    run = _run(request.config)
+    wctx, artifacts = request.config.stash[keys.SUBJECTS].wctx, request.config.stash[keys.ARTIFACTS]
+    if not run.worker_mode:
         raise HarnessError("this test judges a worker (the `worker` fixture) and the run judges a daemon: "
                            "pass --worker 'COMMAND ARGS' --worker-profile P")
-    desc = state.wctx.desc
-    why = state.collection.worker_unsupported(request.node)
+    desc = wctx.desc
+    why = request.config.stash[keys.SELECTION].worker_unsupported(request.node)
     if why:
         pytest.skip(f"unsupported: {why}")
     for m in request.node.iter_markers("requires"):
         missing = [f for f in m.args if not desc.has(f)]
         if missing:
             pytest.skip(f"the worker description gives no {', '.join(missing)}")
-    w = WorkerRun(state.wctx, request.node.nodeid, item_clauses(request.node))
+    w = WorkerRun(wctx, request.node.nodeid, item_clauses(request.node))
     try:
         yield w
     finally:
         try:
             w.stop()
             if request.node.stash.get(keys.FAILED, False):
-                w.write_artifacts(state.artifacts.artifact_dir(request.node.nodeid),
-                                  state.artifacts.rerun_command(request.node))
+                w.write_artifacts(artifacts.artifact_dir(request.node.nodeid),
+                                  artifacts.rerun_command(request.node))
         finally:
             w.cleanup()

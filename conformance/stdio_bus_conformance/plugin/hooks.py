@@ -1,6 +1,6 @@
 """The pytest plugin of the conformance suite (loaded by conformance/conftest.py
 and by run.py as `-p stdio_bus_conformance.plugin`): its options and markers,
-and the run's State, made once per process at configure time.
+and the run's givens (Run) and roles, made once per process at configure time.
 
 Two subjects: a daemon (the default: clauses from SPEC.md, tests in tests/,
 the `bus` fixture) or, with --worker/--worker-description, a worker (clauses
@@ -12,10 +12,13 @@ controller (no collection: receives reports, writes the reports), and an
 xdist worker (collects, runs, and sends its inventory of cited clauses back
 through workeroutput).
 
-The run's data is one Run (state.py); its roles are plugins of their own,
-each holding the Run: subjects.py (both modes' set-up and preflight),
-selection.py (collection rules and selection), results.py (each test's
-outcome), artifacts.py (reproducers), finish.py (the verdict and the reports).
+What the run is given is one Run (state.py), read only; its roles are
+plugins of their own, each the only writer of what it gathers: subjects.py
+(both modes' set-up and preflight), selection.py (collection rules, the
+inventory and the selection), results.py (each test's outcome, the
+findings), artifacts.py (reproducers), finish.py (the verdict and the
+reports). Each is published in config.stash (keys.py); a role is handed the
+roles it reads when it is made.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from ..common import context
 from ..common.interrupt import sigterm_interrupts
 from ..daemon import contain
 from ..worker.description import MCP_VERSIONS, PROFILES
-from .state import STATE_KEY, Run
+from . import keys
+from .artifacts import Artifacts
+from .finish import Finish
+from .results import Results
+from .selection import Selection
+from .state import Run
+from .subjects import Subjects
 
 
 def pytest_addoption(parser):
@@ -91,12 +100,21 @@ def pytest_configure(config):
                             "(plugin/order.py) so its wait overlaps the rest of the suite")
     if not _active(config):
         return
-    # the floor of every wait; the subjects (Run) raise it to the preflight's pace
+    # the floor of every wait; the subjects (subjects.py) raise it to the preflight's pace
     context.state.wait = config.getoption("wait_timeout") or context.DEFAULT_WAIT
     context.state.fixed = config.getoption("wait_timeout") is not None
     run = Run(config)
-    setattr(config, STATE_KEY, run)
-    for name, plugin in run.plugins().items():
+    config.stash[keys.RUN] = run
+    subjects = Subjects(run)
+    artifacts = Artifacts(run, subjects)
+    selection = Selection(run, subjects)
+    results = Results(run, artifacts)
+    finish = Finish(run, subjects, selection, results)
+    # registered in the order they always were: it decides the order pluggy calls their hooks in
+    for key, name, plugin in ((keys.SUBJECTS, "sb_subjects", subjects), (keys.ARTIFACTS, "sb_artifacts", artifacts),
+                              (keys.SELECTION, "sb_collection", selection), (keys.RESULTS, "sb_outcomes", results),
+                              (keys.FINISH, "sb_verdict", finish)):
+        config.stash[key] = plugin
         config.pluginmanager.register(plugin, name)
     # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
     contain.become_subreaper()

@@ -30,20 +30,22 @@ _CATEGORY = {  # outcome -> (pytest stats category, letter, word)
 
 
 class Results:
-    """The outcome of each test (one of the run's plugins, state.py)."""
+    """The outcome of each test (one of the run's plugins, keys.RESULTS): the
+    only writer of the results, the findings and whether the run was
+    interrupted."""
 
-    def __init__(self, run):
+    def __init__(self, run, artifacts):
         self.run = run
+        self.artifacts = artifacts   # where a test's reproducer is
+        self.results: dict[str, TestResult] = {}
+        self.findings: list[dict] = []
+        self.interrupted = False     # Ctrl-C (or SIGTERM, common/interrupt.py)
 
     # -- xdist (controller side) ---------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
         out = getattr(node, "workeroutput", None) or {}
-        self.run.findings += out.get("sb_findings", [])
-        if "sb_inventory" in out:
-            self.run.inventory.update(out["sb_inventory"])
-            self.run.inventory_complete = bool(out.get("sb_inventory_complete"))
-            self.run.have_inventory = True
+        self.findings += out.get("sb_findings", [])
 
     # -- running -------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -89,9 +91,9 @@ class Results:
     def pytest_runtest_logreport(self, report):
         if self.run.is_worker:
             return
-        r = self.run.results.get(report.nodeid)
+        r = self.results.get(report.nodeid)
         if r is None:
-            r = self.run.results[report.nodeid] = TestResult(
+            r = self.results[report.nodeid] = TestResult(
                 report.nodeid, list(getattr(report, "sb_clauses", []) or []), getattr(report, "sb_mode", None))
         details = ""
         if report.failed:
@@ -101,16 +103,26 @@ class Results:
                                       bool(getattr(report, "wasxfail", None)),
                                       getattr(report, "sb_clause", None), getattr(report, "sb_finding", None))
         for f in getattr(report, "sb_findings", None) or []:
-            self.run.findings.append(f)
+            self.findings.append(f)
             r.findings.append(f)
         self.finish_result(r)
 
     def level_of(self, cid: str | None) -> str:
         return self.run.registry.level(cid) if self.run.registry is not None else "MUST"
 
+    def in_run_order(self, inventory: dict) -> dict:
+        """The end of the run: the results in collection order (the
+        inventory's; any other after them, by node id), each classified
+        again now that its reproducer is written."""
+        order = {n: i for i, n in enumerate(inventory)}
+        self.results = dict(sorted(self.results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+        for r in self.results.values():
+            self.finish_result(r)
+        return self.results
+
     def finish_result(self, r: TestResult):
         r.outcome, r.message, r.details, r.clause = classify(r, self.level_of, r.nodeid in self.run.baseline)
-        d = self.run.artifacts.artifact_dir(r.nodeid)
+        d = self.artifacts.artifact_dir(r.nodeid)
         r.artifact_dir = str(d) if d.is_dir() else None
 
     def pytest_report_teststatus(self, report, config):
@@ -127,4 +139,4 @@ class Results:
         return _CATEGORY[outcome]
 
     def pytest_keyboard_interrupt(self, excinfo):
-        self.run.interrupted = True
+        self.interrupted = True

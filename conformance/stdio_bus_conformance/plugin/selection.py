@@ -1,7 +1,8 @@
 """Collection and selection: the rules every test must follow (cite known
 clauses; worker tests: profiles and facts), the mode parametrisation, which
 directory a run collects, the inventory of cited clauses (coverage counts it
-before selection), and --clause/--exclude-clause/--section/--only."""
+before selection; an xdist controller merges its workers'), and
+--clause/--exclude-clause/--section/--only."""
 
 from __future__ import annotations
 
@@ -29,10 +30,18 @@ def item_clauses(item) -> list[str]:
 
 
 class Selection:
-    """Collection rules and selection (one of the run's plugins, state.py)."""
+    """Collection rules and selection (one of the run's plugins,
+    keys.SELECTION): the only writer of the inventory and of what the
+    collection found."""
 
-    def __init__(self, run):
+    def __init__(self, run, subjects):
         self.run = run
+        self.subjects = subjects   # worker mode: the description judged against each test
+        self.inventory: dict[str, list] = {}   # nodeid -> clause ids (all collected tests)
+        self.inventory_complete = False
+        self.have_inventory = False
+        self.nothing_selected = False
+        self.collection_errors: list[dict] = []
 
     def item_problems(self, item) -> list[str]:
         marks = list(item.iter_markers("clause"))
@@ -97,7 +106,7 @@ class Selection:
         """Why the worker under test is not judged by this test, or None:
         a cited clause belongs to no profile it claims (in its MCP revision),
         or the test talks a profile it does not claim."""
-        desc = self.run.wctx.desc
+        desc = self.subjects.wctx.desc
         claims = ", ".join(desc.claims) or "nothing"
         for cid in item_clauses(item):
             clause = self.run.registry[cid]
@@ -145,33 +154,39 @@ class Selection:
     def pytest_collection_modifyitems(self, session, config, items):
         # the inventory (coverage) counts every collected test, before selection
         for it in items:
-            self.run.inventory[it.nodeid] = item_clauses(it)
-        self.run.have_inventory = True
-        self.run.inventory_complete = all(os.path.isdir(a.split("::")[0]) for a in config.args)
+            self.inventory[it.nodeid] = item_clauses(it)
+        self.have_inventory = True
+        self.inventory_complete = all(os.path.isdir(a.split("::")[0]) for a in config.args)
         if self.run.is_worker:
-            config.workeroutput["sb_inventory"] = self.run.inventory
-            config.workeroutput["sb_inventory_complete"] = self.run.inventory_complete
+            config.workeroutput["sb_inventory"] = self.inventory
+            config.workeroutput["sb_inventory_complete"] = self.inventory_complete
         opt = config.getoption
         globs, excl, sections, only = opt("clause"), opt("exclude_clause"), opt("section"), set(opt("only"))
         if (globs or excl or sections or only) and self.run.registry is not None:
             keep, drop = [], []
             for it in items:
-                ids = self.run.inventory[it.nodeid]
+                ids = self.inventory[it.nodeid]
                 wanted = self.run.registry.select(ids, globs, excl, sections) and (not only or it.nodeid in only)
                 (keep if wanted else drop).append(it)
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
             if not keep:
-                self.run.nothing_selected = True
+                self.nothing_selected = True
         workers = getattr(config, "workerinput", {}).get("workercount") or config.getoption("numprocesses", 1) or 1
         items[:] = slowest_first(items, int(workers))  # better balance across xdist workers (plugin/order.py)
 
-    def pytest_collection_finish(self, session):
-        if self.run.worker_mode:  # which root-cause tests run: only those can block others
-            self.run.wctx.selected = {it.name.split("[")[0] for it in session.items}
-
     def pytest_collectreport(self, report):
         if report.failed:
-            self.run.collection_errors.append({"where": report.nodeid or "(session)",
+            self.collection_errors.append({"where": report.nodeid or "(session)",
                                            "message": str(report.longrepr)})
+
+    # -- xdist (controller side) ---------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        """The controller collects nothing: its inventory is the workers'."""
+        out = getattr(node, "workeroutput", None) or {}
+        if "sb_inventory" in out:
+            self.inventory.update(out["sb_inventory"])
+            self.inventory_complete = bool(out.get("sb_inventory_complete"))
+            self.have_inventory = True

@@ -14,6 +14,7 @@ from ..common.errors import HarnessError
 from ..common.pace import Pace
 from ..daemon import contain
 from ..daemon.bus import RunContext
+from ..daemon.items import Results as PreflightResults
 from ..daemon.preflight import paced
 from ..daemon.preflight import run as run_preflight
 from ..daemon.preflight import summary_lines as preflight_lines
@@ -52,10 +53,17 @@ def default_profile() -> str | None:
 
 class Subjects:
     """The subject under test, set up once per process (one of the run's
-    plugins, state.py): the daemon's context, or the worker's."""
+    plugins, keys.SUBJECTS): the daemon's context, or the worker's, and the
+    preflight's results."""
 
     def __init__(self, run):
         self.run = run
+        self.fatal: list[str] = []   # the subject cannot be judged (besides the Run's own fatal errors)
+        self.ctx: RunContext | None = None        # daemon mode
+        self.wctx: WorkerContext | None = None    # worker mode
+        # an xdist worker of a daemon run gets the controller's preflight (pytest_configure_node)
+        self.preflight = PreflightResults.from_json(run.config.workerinput.get("sb_preflight")) \
+            if run.is_worker and not run.worker_mode else None
         if run.worker_mode:
             self._init_worker()
         else:
@@ -67,26 +75,26 @@ class Subjects:
             desc = from_options(opt("worker"), opt("worker_profile"), opt("worker_env"),
                                 opt("worker_description"), opt("mcp_version"))
         except HarnessError as exc:
-            self.run.fatal.append(str(exc))
+            self.fatal.append(str(exc))
             desc = from_options(None, [], [], None)
         if not self.run.config.option.collectonly:  # --coverage needs no worker
-            self.run.fatal += worker_problems(desc)
-        self.run.wctx = WorkerContext(desc=desc, seed=self.run.seed,
-                                      timeout=desc.answer_timeout or opt("wait_timeout") or context.DEFAULT_WAIT)
+            self.fatal += worker_problems(desc)
+        self.wctx = WorkerContext(desc=desc, seed=self.run.seed,
+                                  timeout=desc.answer_timeout or opt("wait_timeout") or context.DEFAULT_WAIT)
         if self.run.is_worker:  # the controller ran the preflight (pytest_sessionstart)
             self._use_worker_preflight(self.run.config.workerinput.get("sb_worker_preflight") or {})
 
     # -- worker preflight (worker/preflight.py): once per run, before the tests ----------------
     def _worker_sessionstart(self):
-        if self.run.is_worker or self.run.fatal or self.run.config.option.collectonly:
+        if self.run.is_worker or self.run.fatal or self.fatal or self.run.config.option.collectonly:
             return
         from ..worker import preflight as worker_preflight
         try:
             # a deadline the run was given (--wait-timeout, the description's answer_timeout)
-            fixed = self.run.config.getoption("wait_timeout") or self.run.wctx.desc.answer_timeout
-            result = worker_preflight.run(self.run.wctx.desc, self.run.wctx.timeout, fixed)
+            fixed = self.run.config.getoption("wait_timeout") or self.wctx.desc.answer_timeout
+            result = worker_preflight.run(self.wctx.desc, self.wctx.timeout, fixed)
         except HarnessError as exc:
-            self.run.fatal.append(f"worker preflight: {exc}")
+            self.fatal.append(f"worker preflight: {exc}")
             return
         os.makedirs(self.run.report_dir, exist_ok=True)
         with open(os.path.join(self.run.report_dir, "preflight.txt"), "w", encoding="utf-8") as f:
@@ -94,15 +102,15 @@ class Subjects:
         self._use_worker_preflight(result)
 
     def _use_worker_preflight(self, result: dict) -> None:
-        self.run.wctx.preflight = result
+        self.wctx.preflight = result
         # the worker's pace (common/pace.py): a fresh worker's first answer, and one after it;
         # a deadline the run was given (--wait-timeout, the description's answer_timeout) stays
         pace = Pace.from_json(result.get("pace"))
         context.state.pace = pace
-        if not (self.run.config.getoption("wait_timeout") or self.run.wctx.desc.answer_timeout):
-            self.run.wctx.timeout = pace.bound("answer", self.run.wctx.timeout)
-        self.run.wctx.first_timeout = pace.bound("initialize", self.run.wctx.timeout)
-        desc = self.run.wctx.desc
+        if not (self.run.config.getoption("wait_timeout") or self.wctx.desc.answer_timeout):
+            self.wctx.timeout = pace.bound("answer", self.wctx.timeout)
+        self.wctx.first_timeout = pace.bound("initialize", self.wctx.timeout)
+        desc = self.wctx.desc
         if desc.tool_call is None and result.get("tool_call"):
             desc.tool_call = result["tool_call"]
         if result.get("tool_note"):
@@ -112,7 +120,7 @@ class Subjects:
         opt = self.run.config.getoption
         daemon = os.path.abspath(opt("daemon") or default_daemon())
         if not (os.path.isfile(daemon) and os.access(daemon, os.X_OK)):
-            self.run.fatal.append(f"daemon not found or not executable: {daemon} (pass --daemon PATH)")
+            self.fatal.append(f"daemon not found or not executable: {daemon} (pass --daemon PATH)")
         # our own build is judged with our profile (our CLI, our extensions);
         # any other daemon with the spec's CLI and no extension unless --profile says otherwise
         ours = os.path.realpath(daemon) == os.path.realpath(default_daemon())
@@ -120,28 +128,28 @@ class Subjects:
         try:
             profile = load_profile(profile_path)
         except HarnessError as exc:
-            self.run.fatal.append(str(exc))
+            self.fatal.append(str(exc))
             profile = load_profile(None)
         mock = os.path.abspath(opt("mock_worker") or default_mock())
-        self.run.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.run.seed,
-                                  timeout=opt("wait_timeout") or context.DEFAULT_WAIT,
-                                  fixed_wait=opt("wait_timeout") is not None,
-                                  token=f"{self.run.token}/{os.getpid()}")
-        self._use_preflight(self.run.preflight)
+        self.ctx = RunContext(daemon=daemon, profile=profile, mock_worker=mock, seed=self.run.seed,
+                              timeout=opt("wait_timeout") or context.DEFAULT_WAIT,
+                              fixed_wait=opt("wait_timeout") is not None,
+                              token=f"{self.run.token}/{os.getpid()}")
+        self._use_preflight(self.preflight)
 
     def _use_preflight(self, res) -> None:
         """Tests see the preflight through ctx; a daemon that does not exit on
         SIGTERM is killed at once at teardown instead of after shutdown_timeout."""
-        self.run.preflight = res
-        if self.run.ctx is None:
+        self.preflight = res
+        if self.ctx is None:
             return
         if res is not None:  # every wait from here on at the daemon's measured pace
-            self.run.ctx = paced(self.run.ctx, res.pace)
-            context.state.wait, context.state.pace = self.run.ctx.timeout, res.pace
-        self.run.ctx.preflight = res
+            self.ctx = paced(self.ctx, res.pace)
+            context.state.wait, context.state.pace = self.ctx.timeout, res.pace
+        self.ctx.preflight = res
         term = res.items.get("sigterm") if res is not None else None
         if term is not None and term.status == "broken" and "did not exit" in term.message:
-            self.run.ctx.term_grace = 0.2
+            self.ctx.term_grace = 0.2
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session):
@@ -152,12 +160,12 @@ class Subjects:
             self._worker_sessionstart()
             return
         opt = self.run.config.getoption
-        if (self.run.is_worker or self.run.fatal or self.run.config.option.collectonly
-                or opt("no_preflight") or self.run.preflight is not None):
+        if (self.run.is_worker or self.run.fatal or self.fatal or self.run.config.option.collectonly
+                or opt("no_preflight") or self.preflight is not None):
             return
-        if not (self.run.ctx.mock_worker and os.path.isfile(self.run.ctx.mock_worker)):
+        if not (self.ctx.mock_worker and os.path.isfile(self.ctx.mock_worker)):
             return  # no mock worker: every test is a harness error anyway
-        res = run_preflight(self.run.ctx)
+        res = run_preflight(self.ctx)
         self._use_preflight(res)
         tr = self.run.config.pluginmanager.get_plugin("terminalreporter")
         for line in preflight_lines(res):
@@ -169,10 +177,10 @@ class Subjects:
         """Each test's own time limit (pytest-timeout) grows with its waits:
         a slow daemon (the preflight's pace) gets as many times the limit as
         its waits got times the run's floor."""
-        if self.run.wctx is not None:  # worker mode: each fresh worker's start-up on top
-            scale, extra = self.run.wctx.timeout / context.DEFAULT_WAIT, 4 * self.run.wctx.first_timeout
-        elif self.run.ctx is not None and not self.run.ctx.fixed_wait:
-            scale, extra = self.run.ctx.timeout / context.DEFAULT_WAIT, 0.0
+        if self.wctx is not None:  # worker mode: each fresh worker's start-up on top
+            scale, extra = self.wctx.timeout / context.DEFAULT_WAIT, 4 * self.wctx.first_timeout
+        elif self.ctx is not None and not self.ctx.fixed_wait:
+            scale, extra = self.ctx.timeout / context.DEFAULT_WAIT, 0.0
         else:
             return
         if scale <= 1.0 and extra <= 0:
@@ -184,15 +192,19 @@ class Subjects:
             if limit:
                 item.add_marker(pytest.mark.timeout(limit * max(1.0, scale) + extra), append=False)
 
+    def pytest_collection_finish(self, session):
+        if self.run.worker_mode:  # which root-cause tests run: only those can block others
+            self.wctx.selected = {it.name.split("[")[0] for it in session.items}
+
     # -- xdist (controller side) ---------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         node.workerinput["sb_seed"] = self.run.seed
         node.workerinput["sb_token"] = self.run.token
         if self.run.worker_mode:
-            node.workerinput["sb_worker_preflight"] = self.run.wctx.preflight
-        elif self.run.preflight is not None:
-            node.workerinput["sb_preflight"] = self.run.preflight.to_json()
+            node.workerinput["sb_worker_preflight"] = self.wctx.preflight
+        elif self.preflight is not None:
+            node.workerinput["sb_preflight"] = self.preflight.to_json()
 
     def sweep_marked(self) -> list[dict]:
         """End of run: kills every process still carrying the run's mark
@@ -200,7 +212,7 @@ class Subjects:
         if self.run.worker_mode:
             return []
         # an xdist worker sweeps its own processes only: the others may still run tests
-        left = contain.kill_marked(self.run.ctx.token if self.run.is_worker else self.run.token)
+        left = contain.kill_marked(self.ctx.token if self.run.is_worker else self.run.token)
         return [{"kind": "leak", "test": "(end of run)", "clause": "SB-10.2-4",
                  "detail": f"pid {p['pid']} ({p['cmdline'][:80]}) was still running at the end of the run "
                            f"(killed)"} for p in left]
@@ -211,10 +223,10 @@ class Subjects:
         under test, the worker's command line; `profile` its description and
         the profiles it is judged on."""
         if not self.run.worker_mode:
-            return {"daemon": self.run.ctx.daemon,
-                    "profile": self.run.ctx.profile.path or f"(built-in {self.run.ctx.profile.name})",
-                    "mock_worker": self.run.ctx.mock_worker}
-        d = self.run.wctx.desc
+            return {"daemon": self.ctx.daemon,
+                    "profile": self.ctx.profile.path or f"(built-in {self.ctx.profile.name})",
+                    "mock_worker": self.ctx.mock_worker}
+        d = self.wctx.desc
         return {"daemon": d.command_line(),
                 "profile": f"{d.path or '(command line)'}; worker profiles {', '.join(d.claims) or 'none'}"
                            + (f"; MCP {d.mcp_version}" if "mcp" in d.claims else ""),
@@ -223,8 +235,8 @@ class Subjects:
     def worker_subject(self) -> dict | None:
         if not self.run.worker_mode:
             return None
-        d = self.run.wctx.desc
+        d = self.wctx.desc
         return {"name": d.name, "command": d.command_line(), "description": d.path, "claims": d.claims,
-                "env": d.env, "answer_timeout": self.run.wctx.timeout, "drain_timeout": d.drain_timeout,
+                "env": d.env, "answer_timeout": self.wctx.timeout, "drain_timeout": d.drain_timeout,
                 "mcp_version": d.mcp_version if "mcp" in d.claims else None,
-                "tool_call": d.tool_call_note, "root_causes": self.run.wctx.preflight.get("findings", [])}
+                "tool_call": d.tool_call_note, "root_causes": self.wctx.preflight.get("findings", [])}
