@@ -110,10 +110,11 @@ def pytest_configure(config):
     selection = Selection(run, subjects)
     results = Results(run, artifacts)
     finish = Finish(run, subjects, selection, results)
-    # registered in the order they always were: it decides the order pluggy calls their hooks in
+    # one name per role: file x.py, class X, plugin sb_x, stash key keys.X; registered in the order
+    # they always were, which decides the order pluggy calls their hooks in
     for key, name, plugin in ((keys.SUBJECTS, "sb_subjects", subjects), (keys.ARTIFACTS, "sb_artifacts", artifacts),
-                              (keys.SELECTION, "sb_collection", selection), (keys.RESULTS, "sb_outcomes", results),
-                              (keys.FINISH, "sb_verdict", finish)):
+                              (keys.SELECTION, "sb_selection", selection), (keys.RESULTS, "sb_results", results),
+                              (keys.FINISH, "sb_finish", finish)):
         config.stash[key] = plugin
         config.pluginmanager.register(plugin, name)
     # whatever the daemon forks is re-parented to this process, never to init (daemon/contain.py)
