@@ -106,10 +106,17 @@ static void on_listen_event(sb_loop *l, void *data, int fd, short revents) {
     accept_all(data, fd, true);
 }
 
-/* SB-X-21: a slot is free for the connections waiting: accept again. */
+/* SB-X-21: a slot is free for the connections waiting: accept again.
+ * SB-X-23: none yet, but the last worker serving may have started retiring
+ * since the connection came (a client that closes and reconnects at once):
+ * room is made for it now, not only when it was first seen. */
 void sb_listener_slot_freed(sb_bus *d) {
-    if (!d->listener.waiting_for_slot || !sb_supervise_has_room(d))
+    if (!d->listener.waiting_for_slot)
         return;
+    if (!sb_supervise_has_room(d)) {
+        sb_supervise_make_room(d);
+        return;
+    }
     d->listener.waiting_for_slot = false;
     sb_timers_disarm(&d->timers, SB_TIMER_ACCEPT);
     if (d->listener.fd >= 0)

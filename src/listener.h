@@ -11,8 +11,9 @@
 int sb_listener_start(sb_bus *d, const sb_options *opt);
 /* The listener's rest after failed accept()s is over. */
 void sb_listener_resume(sb_bus *d);
-/* SB-X-21: connections waiting for a per_connection slot are accepted
- * again when one is free. */
+/* At the end of each round. SB-X-21: connections waiting for a
+ * per_connection slot are accepted again when one is free; SB-X-23: while
+ * none is, room is made for them as soon as a worker retires. */
 void sb_listener_slot_freed(sb_bus *d);
 
 #endif

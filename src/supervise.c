@@ -326,7 +326,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     schedule(d, w, SB_TIMER_LOST, 0);
 
     bool retired = w->retiring;
-    w->retiring = w->term_sent = w->peer.close_when_written = false;
+    w->retiring = w->term_sent = w->room_kill = w->peer.close_when_written = false;
     if (sb_supervise_affinity_exited(d, w, retired))
         return; /* SB-X-15: a per-connection slot waits for its next connection */
     if (d->phase >= SB_PHASE_DRAINING) {

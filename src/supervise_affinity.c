@@ -44,6 +44,8 @@ void sb_supervise_make_room(sb_bus *d) {
     sb_worker *oldest = NULL;
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
+        if (w->pid > 0 && !w->reaped && w->room_kill)
+            return; /* room is on its way: one slot per waiting client is enough */
         if (w->pid > 0 && !w->reaped && w->retiring &&
             (!oldest || w->retired_ms < oldest->retired_ms))
             oldest = w;
@@ -53,6 +55,7 @@ void sb_supervise_make_room(sb_bus *d) {
     sb_warn(oldest->peer.name,
             "still exiting %lld ms after its client left: SIGKILL, to make room for a new client",
             (long long)(sb_now_ms() - oldest->retired_ms));
+    oldest->room_kill = true;
     sb_worker_signal(oldest, SIGKILL);
 }
 

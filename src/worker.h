@@ -52,6 +52,7 @@ typedef struct {
     bool retiring;      /* SB-X-19: its client left; it serves no one until it exits */
     bool recycling;     /* SB-X-20: retiring, or exited, and to be restarted fresh */
     bool term_sent;     /* SB-X-19: its stop grace is over, SIGTERM sent */
+    bool room_kill;     /* SB-X-23: SIGKILLed for a waiting client, not yet reaped */
     int64_t retired_ms; /* SB-X-23: when it began retiring, the oldest gives way first */
     char env_id[48];
     char env_pool[320];

@@ -131,6 +131,30 @@ def test_a_new_client_gets_an_idle_fresh_worker_not_a_departed_ones_or_a_live_on
     assert pid_of(a.request()) == pid_a
 
 
+# -- SB-X-23: a slot held by a worker slow to leave is freed for a waiting client ------------
+@CLIENT_END
+@SOCKETS
+@pytest.mark.clause("SB-X-23")
+def test_a_waiting_client_gets_the_slot_of_a_worker_slow_to_leave(bus):
+    # One slot, workers that ignore the end of their input and SIGTERM: each client's worker,
+    # once its client has left, would hold the slot until its SIGKILL drain_timeout_sec (120 s)
+    # later. A client waiting for the slot is served long before: the daemon kills the worker
+    # retiring longest for it. (The readiness probe's worker is the first such worker.)
+    start(bus, "per_connection", args=["--ignore-sigterm"] + STAY, probe_gone=False)
+    log = bus.worker_log()
+    try:
+        pids = []
+        for _ in range(2):
+            c = bus.client()
+            pids.append(pid_of(c.request()))  # waits while the slot's worker is retiring
+            c.close()
+        assert pids[0] != pids[1], f"both clients were served by worker {pids[0]}"
+    finally:  # the stubborn workers would hold the shutdown for drain_timeout_sec
+        for r in log.select("start"):
+            if helper_alive(r.pid, log.path):
+                os.kill(r.pid, signal.SIGKILL)
+
+
 # -- SB-X-24: a client waits for a worker of its own, never shares one ------------------------
 @CLIENT_END
 @SOCKETS
