@@ -66,6 +66,15 @@ BREAKS = set()
 MODE = "stdio"
 
 
+def relay_stderr(pipe, name):
+    """SB-I-7: each line of a worker's stderr into ours, prefixed, in pieces
+    of at most 2048 bytes."""
+    prefix = f"[{name}] stderr: ".encode()
+    while piece := pipe.readline(2048):
+        if "quiet" not in BREAKS:
+            os.write(2, f"{time.strftime('%H:%M:%S')} INFO ".encode() + prefix + piece.rstrip(b"\n") + b"\n")
+
+
 def log(level, text):
     if "quiet" in BREAKS:
         return
@@ -212,8 +221,11 @@ class Daemon:
         env = dict(os.environ, STDIO_BUS_WORKER_ID=str(wid), STDIO_BUS_POOL_ID=pool["id"])
         proc = subprocess.Popen([pool["command"]] + list(pool.get("args", [])), env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                stderr=subprocess.STDOUT if "stderr-as-stdout" in BREAKS else None)
+                                stderr=subprocess.STDOUT if "stderr-as-stdout" in BREAKS else subprocess.PIPE)
         w = Endpoint("worker", f"worker {wid}", proc.stdout.fileno(), proc.stdin.fileno(), proc=proc)
+        if proc.stderr is not None:
+            threading.Thread(target=relay_stderr, args=(proc.stderr, f"worker {wid} pool={pool['id']}"),
+                             daemon=True).start()
         w.pool, w.wid = pool, wid
         self.sel.register(w.rfd, selectors.EVENT_READ, w)
         log("INFO", f"[{w.name} pid={proc.pid}] started")
