@@ -175,3 +175,45 @@ def test_requests_left_by_departed_clients_beyond_half_the_table_stop_their_work
     other = bus.client()
     # one wait plus a restart delay (the spec gives no number)
     assert served_again(other, wait_timeout() + 3.0)["result"]["method"] == "echo"
+
+
+# -- SB-X-17: the memory budget closes the guilty ---------------------------------------------
+def unsent(client) -> int:
+    """Bytes the client sent that the daemon has not read yet (SIOCOUTQ)."""
+    import fcntl
+    import struct
+    import termios
+    return struct.unpack("i", fcntl.ioctl(client.sock, termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+
+
+@pytest.mark.requires("client_memory")
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-X-17")
+def test_the_memory_budget_spares_a_client_that_reads_and_drains(bus):
+    # Eight connections hold 900 kB of unfinished line each (8 MiB of buffers) of a 10 MiB
+    # budget; a client reading as fast as it can, with 4 answers of 1 MB in flight, takes the
+    # clients over it whenever its queue holds more than 2 MiB (a unix socket buffers far less
+    # than that) and is then the largest; but it moves its bytes, and every unfinished line has
+    # been held for longer. It gets every answer, and the budget is met by closing some of those
+    # that hold (unix only: a TCP connection on this host may buffer the answers in the kernel,
+    # out of the budget's sight).
+    bus.start({"limits": {"max_client_memory": 10 << 20}}, instances=2)
+    held = []
+    for _ in range(8):
+        s = bus.client()
+        s.send(b'{"jsonrpc":"2.0","id":1,"method":"slow","params":"' + b"s" * 900_000)
+        held.append(s)
+    for s in held:
+        wait_until(lambda s=s: unsent(s) == 0, what="the daemon reading a connection's unfinished line")
+    c = bus.client()
+
+    def ask(i):
+        c.send_json({"jsonrpc": "2.0", "id": i, "method": "big", "params": {"mock": {"big": 1_000_000}}})
+    for i in range(4):
+        ask(i)
+    for n in range(16):
+        c.recv_line()  # closed: ConnectionClosed, the finding
+        if n + 4 < 16:
+            ask(n + 4)
+    wait_until(lambda: any(s.closed_by_daemon for s in held),
+               what="a connection holding an unfinished line closed for the budget")
