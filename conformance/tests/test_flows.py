@@ -308,3 +308,21 @@ def test_server_request_reaches_the_owner_and_the_reply_its_worker(bus, with_ses
         assert c.sync(session=sid) == [], f"{who} received a line meant for another client"
     replies = [r for r in log.select("in") if b'"text":"from ' in r.raw]
     check("SB-I-14", len(replies) == len(clients), f"a reply reached more than one worker: {replies}")
+
+
+@pytest.mark.clause("SB-I-42")
+def test_a_short_line_then_a_long_one_reach_the_client_in_that_order(bus):
+    # One write of the worker: a short notification, then a 32 KiB answer, both for one
+    # client. A daemon that writes long lines at once and queues short ones for later (a
+    # shortcut of ours, SB_DIRECT_WRITE_MIN) must not let the long one overtake.
+    bus.start(instances=1)
+    c = bus.client()
+    # a long answer first: a daemon that reads as much as it holds then reads both lines at once
+    c.request(session="order", params={"mock": {"big": 200000}})
+    note = '{"jsonrpc":"2.0","method":"mock/first","sessionId":"order"}\n'
+    long = '{"jsonrpc":"2.0","id":"long","result":{"pad":"%s"},"sessionId":"order"}\n' % ("x" * 32768)
+    c.send_json({"jsonrpc": "2.0", "id": "long", "method": "emit", "sessionId": "order",
+                 "params": {"mock": {"emit": note + long}}})
+    got = [c.recv_line(), c.recv_line()]
+    check("SB-I-42", b"mock/first" in got[0] and b'"long"' in got[1],
+          lambda: f"the client got {[g[:40] for g in got]}: not the short line, then the long one")
