@@ -296,7 +296,7 @@ def test_a_line_the_event_caused_is_told_from_what_a_sync_alone_writes():
 
 def test_a_worker_is_known_by_the_identifiers_the_daemon_gives_it():
     from stdio_bus_conformance.daemon.logwords import aliases
-    from stdio_bus_conformance.daemon.process import mentions, worker_context
+    from stdio_bus_conformance.daemon.streams import mentions, worker_context
     lines = ["INFO [conn=1] pipe of pid 4242", "INFO [conn=2] pipe of pid 5151",
              "INFO status=0 bytes=12 pid 4242"]
     about = worker_context(4242, "wide")

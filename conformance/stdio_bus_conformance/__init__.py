@@ -15,7 +15,7 @@ from .common.errors import (ConnectionClosed, DaemonCrashed, DaemonError, Daemon
 from .spec.judge import ClauseFailure, check, checking
 from .common.waits import wait_until
 from .daemon.observe import pid_of, pipes_held_pool, request_after_exit, socket_links, tracked_client, wait_link_closed, wait_worker_failed
-from .daemon.process import INPUT_OVERFLOW, MALFORMED_INPUT, connection_context, has_level, worker_context
+from .daemon.streams import INPUT_OVERFLOW, MALFORMED_INPUT, connection_context, has_level, worker_context
 from .daemon.workerlog import Record, WorkerLog
 
 __all__ = ["Client", "ClauseFailure", "ConnectionClosed", "DaemonCrashed", "DaemonError", "DaemonExited",

@@ -191,7 +191,7 @@ class Daemon:
                 return self._err_file.read_bytes().decode(errors="replace")
             except FileNotFoundError:
                 return ""
-        return self.launcher.stderr_text()
+        return self.launcher.streams.stderr_text()
 
     def wait_stderr(self, needle, timeout=10.0, count=1):
         """Waits until needle occurs `count` times in the daemon's stderr."""

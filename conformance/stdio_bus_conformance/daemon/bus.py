@@ -33,7 +33,8 @@ from ..common import context
 from ..common.pace import Pace
 from .client import reset_ids
 from .items import SIGNAL_ITEMS, blocked_message
-from .process import STDERR_KEEP, Daemon, describe_status, signame
+from .process import Daemon, describe_status, signame
+from .streams import STDERR_KEEP
 from ..common.errors import DaemonCrashed, HarnessError, NeverComes
 from .profile import Profile
 from ..common.transcript import render
@@ -362,8 +363,8 @@ class Bus:
                               "SB-10.1-2" if d.term_signal == signal.SIGINT else "SB-10.1-1", cause)
             if info.get("killed") or info.get("status") is None or info["status"] < 0:
                 normal_exit = False  # killed by a signal: it could not stop its workers
-            if d.stderr_total > STDERR_KEEP:
-                self._finding("flood", f"the daemon wrote {d.stderr_total} bytes to stderr in one test; "
+            if d.streams.stderr_total > STDERR_KEEP:
+                self._finding("flood", f"the daemon wrote {d.streams.stderr_total} bytes to stderr in one test; "
                               f"the harness kept the last {STDERR_KEEP >> 20} MiB")
         left = contain.kill_all(self._baseline) if self.sweep else []
         for d in self.daemons:  # the daemons' own groups too, where no subreaper is available
@@ -392,7 +393,7 @@ class Bus:
             when = "during the test" if crashed.crash_phase == "test" else \
                 "at teardown, on SIGTERM (which it handles in the preflight)"
             raise DaemonCrashed(f"the daemon died of {crashed.crash} {when}"
-                                f"{crashed._stderr_tail()}", crashed.crash)
+                                f"{crashed.streams.tail_note()}", crashed.crash)
 
     def _check_tmpdirs(self, normal_exit: bool) -> None:
         """What the daemons left in their private TMPDIR once they are gone:
@@ -478,11 +479,11 @@ class Bus:
         parts = []
         for i, d in enumerate(self.daemons):
             head = (f"--- daemon #{i + 1}: {' '.join(d.argv)}\n".encode() if len(self.daemons) > 1 else b"")
-            if d.stderr_truncated:
-                head += (f"[harness: the daemon wrote {d.stderr_total} bytes to stderr; only the last "
+            if d.streams.stderr_truncated:
+                head += (f"[harness: the daemon wrote {d.streams.stderr_total} bytes to stderr; only the last "
                          f"{STDERR_KEEP} bytes (whole lines) were kept]\n").encode()
                 self.truncated.append("daemon.stderr")
-            parts.append(head + d.stderr_bytes())
+            parts.append(head + d.streams.stderr_bytes())
         (dest / "daemon.stderr").write_bytes(b"".join(parts))
         for p in self._config_pools():
             src = self.workdir / f"{p['id']}.log"

@@ -4,7 +4,7 @@ A wait in the harness has a deadline; on a daemon with defects most waits
 that fail would run to it although the daemon had already shown that the
 event could not come. Each function here builds a *bound*: a callable the
 waits (`Client.expect_closed`, `Client.recv_line`, `Client.recv_response`,
-`Daemon.wait_stderr_line` and the log waits on it, `WorkerLog.wait_count`,
+`DaemonStreams.wait_stderr_line` and the log waits on it, `WorkerLog.wait_count`,
 `wait_until`) run on every look. A bound returns None while the event may
 still come and raises `NeverComes` (a DaemonTimeout, so it reads like the
 deadline, only sooner) with the evidence in its message once it cannot.

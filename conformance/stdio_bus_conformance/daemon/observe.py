@@ -11,7 +11,7 @@ from ..common.context import wait_timeout
 from ..common.errors import DaemonTimeout
 from ..common.waits import wait_until
 from .client import field
-from .process import worker_context
+from .streams import worker_context
 
 
 def pipes_held_pool(bus, id, instances, args=()):
@@ -92,7 +92,7 @@ def wait_worker_failed(bus, c, pool: str, pid: int, marker: bytes, since: int = 
                                  f"it wrote after that line")
     d = bus.daemon
     about = worker_context(pid, pool, index)
-    wait_until(lambda: d.logged_lines(about, since), wait_timeout(),
+    wait_until(lambda: d.streams.logged_lines(about, since), wait_timeout(),
                f"a daemon stderr line naming worker {pid} (pid, pool {pool!r} or its id)", check=bound)
     bus.worker_log(pool).wait_count(lambda r: r.kind == "signal" and r.pid == pid, 1, wait_timeout(),
                                     f"'signal' (SIGTERM to the worker {pid} that wrote it)", check=bound)

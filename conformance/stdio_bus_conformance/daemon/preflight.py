@@ -183,14 +183,14 @@ def _two_pools(bus: Bus) -> None:
         d = bus.start(pools=[bus.pool("a", 1), bus.pool("b", 1)])
         c = bus.client()
         want = {bus.worker_pids("a")[0], bus.worker_pids("b")[0]}
-        mark = d.stderr_mark()
+        mark = d.streams.stderr_mark()
         seen = {c.request(timeout=bus.timeout).get("result", {}).get("pid") for _ in range(4)}
         d.check()
     except DaemonCrashed as exc:
         raise Broken(f"the daemon died of {exc.signame} with two pools") from None
     except DaemonError as exc:
         reached = any(log.received() for log in bus.worker_logs())
-        said = [line for line in (d.stderr_lines(mark) if d is not None else []) if "mock_worker[" not in line]
+        said = [line for line in (d.streams.stderr_lines(mark) if d is not None else []) if "mock_worker[" not in line]
         raise Broken(f"with two pools, a request without a session got no answer ({exc})"
                      + ("" if reached else ": it reached neither worker")
                      + (f"; the daemon said: {said[-1][:200]!r}" if said else "")) from None
