@@ -346,6 +346,18 @@ def test_new_sessions_and_messages_without_one_share_one_cursor(bus):
 
 
 @pytest.mark.clause("SB-I-11")
+def test_the_round_robin_goes_through_the_pools_in_configuration_order(bus):
+    # three pools of one worker: with two, any order of pools is a rotation of the other
+    bus.start(pools=[bus.pool("a", 1), bus.pool("b", 1), bus.pool("c", 1)])
+    c = bus.client()
+    pids = [pid_of(c.request()) for _ in range(6)]
+    owner = {pid: name for name in "abc" for pid in bus.worker_log(name).pids()}
+    pools = "".join(owner.get(pid, "?") for pid in pids)
+    check("SB-I-11", pools in ("abcabc", "bcabca", "cabcab"),
+          lambda: f"pools chosen in turn {pools}: not a, b, c in their configuration order")
+
+
+@pytest.mark.clause("SB-I-11")
 def test_several_pools_are_one_round_robin_in_configuration_order(bus):
     bus.start(pools=[bus.pool("p", 2), bus.pool("q", 1)])
     c = bus.client()
