@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import (DaemonTimeout, check, checking, pace, pid_of, pipes_held_pool, procinfo,
+from stdio_bus_conformance import (DaemonTimeout, NeverComes, check, checking, pace, pid_of, pipes_held_pool, procinfo,
                                     request_after_exit, wait_timeout, wait_until)
 
 
@@ -314,6 +314,30 @@ def test_session_ends_when_its_worker_exits(bus):
     # "s" is unknown now: it starts anew on a running worker
     with checking("SB-I-12"):
         assert pid_of(c.request(session="s")) != gone
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-12")
+def test_a_message_no_worker_can_take_is_discarded_and_its_client_kept(bus):
+    # The only worker exits and is never restarted: each message of the client is discarded
+    # with a line of the daemon's (in any words), and the client stays: its next message is
+    # read and discarded in turn. A client closed for the first would leave no line for the
+    # second, and the wait ends as soon as it is closed.
+    d = bus.start({"limits": {"max_restarts": 0}}, instances=1)
+    c = bus.client()
+    gone = pid_of(c.request(session="last"))
+    exit_worker(c, "last")
+    wait_reaped(gone)
+
+    def kept():
+        if c.closed_by_daemon:
+            raise NeverComes("the daemon closed the client")
+    for n in range(2):
+        mark = d.stderr_mark()
+        c.send_json({"jsonrpc": "2.0", "id": f"nobody-{n}", "method": "m"})
+        d.wait_stderr_line(lambda line: "mock_worker[" not in line and line, since=mark,
+                           what=f"about message {n + 1}, which no worker can take", bound=kept)
+    assert not c.closed_by_daemon, "the client was closed for a message no worker could take"
 
 
 @pytest.mark.modes("unix", "tcp")
