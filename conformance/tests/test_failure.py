@@ -508,33 +508,36 @@ def worker_lifecycle_overhead_ms(bus, runs=3):
 @pytest.mark.stands_on("restart-crash")
 @pytest.mark.clause("SB-7.1.3-2", "SB-I-9", "SB-X-6", "SB-X-7")
 def test_restart_delays_double_up_to_the_cap(bus):
-    # delays 50, 100, 200, then capped: 300, 300 (ms), times the subject's slowness (valgrind:
-    # a restart's own cost varies by 250 ms, which would drown delays of tens of ms)
+    # delays 50, 100, 200, then capped: 300, 300, 300 (ms), times the subject's slowness
+    # (valgrind: a restart's own cost varies by 250 ms, which would drown delays of tens of ms).
+    # Judged only on bounds a busy machine cannot break: each delay at least its due (a load
+    # makes a restart later, never sooner; a delay that does not grow is short by restart 3),
+    # and the last one under the midpoint between the cap and the 1600 ms an uncapped doubling
+    # gives: a load would have to delay that one restart by 650 ms to fail it. (A CI run failed
+    # the former bound of due + 80 ms: restart 5 came 108 ms late on a busy machine.)
     slow = time_scale()
     base, cap = round(50 * slow), round(300 * slow)
+    restarts = 6
     bus.start({"limits": {"restart_backoff_ms": base, "restart_backoff_max_ms": cap,
-                          "max_restarts": 5, "restart_window_sec": 60}},
+                          "max_restarts": restarts, "restart_window_sec": 60}},
               pools=[bus.pool("crashy", 1, args=["--mode", "crash", "--crash-after-ms", "0"])])
     log = bus.worker_log("crashy")
-    log.wait_count(lambda r: r.kind == "start", 6, (base + 2 * base + 4 * base + 2 * cap) / 1000 + 2 * wait_timeout(),
-                   "'start' (six starts: five restarts)")
+    expected = [min(base * 2 ** k, cap) for k in range(restarts)]
+    log.wait_count(lambda r: r.kind == "start", restarts + 1, sum(expected) / 1000 + 2 * wait_timeout(),
+                   f"'start' ({restarts + 1} starts: {restarts} restarts)")
     recs = log.records()
     gaps = []
     for prev_exit, nxt in zip([r for r in recs if r.kind == "exit"], starts(log)[1:]):
         gaps.append((nxt.t_ns - prev_exit.t_ns) / 1e6)
+    for k, (g, e) in enumerate(zip(gaps, expected)):
+        check("SB-I-9", g >= e * 0.95, f"restart {k + 1}: delay {g:.0f} ms, sooner than its {e} ms; all: {gaps}")
     # Each gap is the daemon's delay plus the worker's own exit and start-up
     # (measured here, after the daemon's run, so it sees the same machine).
     overhead = worker_lifecycle_overhead_ms(bus)
-    expected = [min(base * 2 ** k, cap) for k in range(5)]
-    for k, (g, e) in enumerate(zip(gaps, expected)):
-        check("SB-I-9", e * 0.95 <= g <= e + 80 * slow + overhead,
-              f"restart {k + 1}: delay {g:.0f} ms, expected {e} ms (+ {overhead:.0f} ms of the "
-              f"worker's own exit and start-up); all: {gaps}")
-    # Growth, from differences, in which that overhead cancels. Two restarts
-    # apart (150 and 200 ms expected), because under a sanitizer the overhead
-    # itself varies by about 40 ms from one restart to the next.
-    assert gaps[2] - gaps[0] > 75 * slow and gaps[3] - gaps[1] > 100 * slow, \
-        f"delays do not grow exponentially: {gaps}"
+    uncapped = base * 2 ** (restarts - 1)
+    check("SB-I-9", gaps[-1] < (cap + uncapped) / 2 + overhead,
+          f"restart {restarts}: delay {gaps[-1]:.0f} ms, not capped at {cap} ms (doubling on: "
+          f"{uncapped} ms); all: {gaps}")
 
 
 def first_restart_gap_ms(bus, limits) -> float:
