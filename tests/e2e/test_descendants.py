@@ -93,12 +93,10 @@ def test_what_a_worker_starts_outside_its_group_ends_with_it(
         kill_helpers(log)
 
 
-@pytest.mark.parametrize("how", HOW)
-@pytest.mark.parametrize("kind", ["per_connection", "affinity"])
-def test_what_a_worker_that_exits_by_itself_started_ends_with_it(
-        daemon_bin, mock_bin, write_config, tmp_path, kind, how):
-    # The worker exits on its own while its client is connected (SB-X-14
-    # then closes the client): what it started ends all the same.
+@contextlib.contextmanager
+def one_client_served(daemon_bin, mock_bin, write_config, tmp_path, kind, how):
+    """A daemon whose one client is served by a worker that has started its
+    helper: yields (daemon, client, worker log); kills what is left after."""
     log = tmp_path / "w.log"
     cfg = {"pools": [helper_pool(mock_bin, log, kind, how)], "limits": {"drain_timeout_sec": 2}}
     d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
@@ -106,6 +104,19 @@ def test_what_a_worker_that_exits_by_itself_started_ends_with_it(
         c = d.connect()
         assert ping(c, 1) is not None
         assert helpers_of(log), "the worker logged no helper"
+        yield d, c, log
+    finally:
+        d.kill()
+        kill_helpers(log)
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("kind", ["per_connection", "affinity"])
+def test_what_a_worker_that_exits_by_itself_started_ends_with_it(
+        daemon_bin, mock_bin, write_config, tmp_path, kind, how):
+    # The worker exits on its own while its client is connected (SB-X-14
+    # then closes the client): what it started ends all the same.
+    with one_client_served(daemon_bin, mock_bin, write_config, tmp_path, kind, how) as (d, c, log):
         c.send_json({"jsonrpc": "2.0", "method": "bye", "params": {"mock": {"emit": "", "then": "exit"}}})
         d.wait_stderr("exited with status 0")
         ended = exited_workers(log)
@@ -113,9 +124,6 @@ def test_what_a_worker_that_exits_by_itself_started_ends_with_it(
         wait_gone(helpers_of(log, ended), log, f"helper(s) ({how}) of the worker that exited")
         assert d.stop() == 0
         wait_gone(helpers_of(log), log, f"helper(s) ({how}) after the daemon exited")
-    finally:
-        d.kill()
-        kill_helpers(log)
 
 
 @pytest.mark.parametrize("how", HOW)
@@ -123,20 +131,10 @@ def test_what_a_worker_that_exits_by_itself_started_ends_with_it(
 def test_helpers_of_workers_stopped_at_shutdown_end_with_the_daemon(
         daemon_bin, mock_bin, write_config, tmp_path, kind, how):
     # The worker is stopped by the shutdown (10.2) while its client is
-    # connected: its helper, outside its group, outlived the daemon.
-    log = tmp_path / "w.log"
-    cfg = {"pools": [helper_pool(mock_bin, log, kind, how)], "limits": {"drain_timeout_sec": 2}}
-    d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
-    try:
-        c = d.connect()
-        assert ping(c, 1) is not None
-        assert helpers_of(log), "the worker logged no helper"
+    # connected: its helper outlived the daemon.
+    with one_client_served(daemon_bin, mock_bin, write_config, tmp_path, kind, how) as (d, _, log):
         assert d.stop() == 0
         wait_gone(helpers_of(log), log, "helper(s) after the daemon exited")
-        assert not any(alive(p, log) for p in helpers_of(log))
-    finally:
-        d.kill()
-        kill_helpers(log)
 
 
 def test_stubborn_retiring_workers_do_not_lock_new_clients_out(
