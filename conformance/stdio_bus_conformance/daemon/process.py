@@ -33,7 +33,8 @@ from pathlib import Path
 from ..common import procinfo
 from .client import DEFAULT_TIMEOUT, SocketClient, StdioClient
 from ..common.errors import DaemonCrashed, DaemonExited, DaemonTimeout, HarnessError, NeverComes
-from . import config, evidence
+from . import config, evidence, ports
+from .ports import PortLease
 from .profile import Profile
 from .streams import LATE_LINE, DaemonStreams
 from ..common.transcript import Recorder
@@ -42,23 +43,6 @@ PROBE_KEEP = 1 << 20     # bytes read from a readiness probe before the harness 
 SETTLE = 2.0              # s to wait for the exit status of a daemon seen dying
 EXIT_POLL = 0.05          # s between two looks at a daemon asked to exit (its children come from /proc)
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # 10.1: the seed's shutdown triggers
-
-
-def free_tcp_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 def signame(sig: int) -> str:
@@ -125,6 +109,7 @@ class Daemon:
         self.streams = DaemonStreams(recorder=recorder, timeout=timeout, exited=lambda: self._exited.is_set(),
                                      check=self.check, status=lambda: describe_status(self.returncode))
         self._stdio_client: StdioClient | None = None
+        self._port_lease: PortLease | None = None  # tcp mode: the port, ours until finish()
         self._clients: list = []
         self._nclients = 0
         self.on_signal = None       # called with a signal before the harness sends it (preflight blocking)
@@ -134,7 +119,7 @@ class Daemon:
     def start(self) -> "Daemon":
         for attempt in range(3):
             if self.mode == "tcp":
-                self.port = free_tcp_port(self.host)
+                self._lease_port()
             self._launch()
             try:
                 self._wait_ready()
@@ -142,15 +127,22 @@ class Daemon:
             except DaemonCrashed:
                 raise
             except DaemonExited:
-                # The port we picked may have been taken by a parallel test
-                # between our probe and the daemon's bind: retry on another.
-                if self.mode == "tcp" and attempt < 2 and _port_in_use(self.host, self.port):
+                # The port we leased may have been taken between our probe and
+                # the daemon's bind by something that does not lease (ports.py):
+                # retry on another.
+                if self.mode == "tcp" and attempt < 2 and not ports.bindable(self.host, self.port):
                     self.recorder.note(f"port {self.port} was taken by someone else; retrying")
                     self._reset_for_relaunch()
                     continue
                 self.exit_expected = True  # the test learns of the exit from this exception
                 raise
         raise AssertionError("unreachable")
+
+    def _lease_port(self) -> None:
+        if self._port_lease is not None:
+            self._port_lease.release()
+        self._port_lease = PortLease(self.host)
+        self.port = self._port_lease.port
 
     def _reset_for_relaunch(self):
         """Forgets the launch that failed: its streams, its exit, its signals."""
@@ -510,6 +502,8 @@ class Daemon:
         if self._stdio_client is not None:
             self._stdio_client.join_reader(1)
         self._close_pipes(self.proc)
+        if self._port_lease is not None:
+            self._port_lease.release()
 
     @staticmethod
     def _close_pipes(proc) -> None:
