@@ -4,7 +4,7 @@
 #   ci/fuzz.sh TARGET SECONDS      e.g. ci/fuzz.sh fields_fuzzer 60
 #
 # Builds build-afl/TARGET with afl-clang-fast (-fsanitize=fuzzer plus ASan
-# and UBSan) from fuzz/TARGET.c and the core (src/*.c but main.c) when it is
+# and UBSan) from fuzz/TARGET.c and the core (src/*/*.c: all but main.c) when it is
 # missing or older than its sources, fuzzes from
 # fuzz/corpus/TARGET (with fuzz/TARGET.dict if there is one) into
 # build-afl/out/TARGET, then prints execs/sec, total execs, edges and
@@ -39,8 +39,11 @@ fuzz=${AFL_FUZZ:-afl-fuzz}
 
 [ -f "$harness" ] || { echo "fuzz.sh: $harness not found" >&2; exit 2; }
 core=()
-for f in "$root"/src/*.c; do
-    [ "$f" = "$root/src/main.c" ] || core+=("$f")
+floors=(base os cfg route bus daemon) # src/'s folders, lowest first (CMakeLists.txt)
+includes=()
+for floor in "${floors[@]}"; do
+    core+=("$root"/src/"$floor"/*.c)
+    includes+=(-I"$root/src/$floor")
 done
 [ -d "$corpus" ] || { echo "fuzz.sh: no seed corpus $corpus" >&2; exit 2; }
 
@@ -49,7 +52,7 @@ rebuild=0
 if [ ! -x "$bin" ]; then
     rebuild=1
 else
-    for f in "$harness" "${core[@]}" "$root"/src/*.h; do
+    for f in "$harness" "${core[@]}" "$root"/src/*/*.h; do
         if [ "$f" -nt "$bin" ]; then rebuild=1; fi
     done
 fi
@@ -59,7 +62,7 @@ if [ $rebuild -eq 1 ]; then
     AFL_QUIET=1 "$cc" -std=c11 -D_GNU_SOURCE \
         -DSB_VERSION='"fuzz"' -g -O1 -fno-omit-frame-pointer \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-        -I"$root/src" $(pkg-config --cflags libcjson) \
+        "${includes[@]}" $(pkg-config --cflags libcjson) \
         "$harness" "${core[@]}" $(pkg-config --libs libcjson) -o "$bin"
 fi
 

@@ -6,8 +6,8 @@ than one file) means two concerns lean on each other, so neither can be
 read, tested or moved alone. Exits 1 naming each cycle and the edges in it.
 
 usage: src_cycles.py OBJECT...   (the objects of src/'s .c files, e.g.
-       build/CMakeFiles/sb_core.dir/src/*.o; ctest passes them from the
-       build: $<TARGET_OBJECTS:sb_core>)"""
+       build/CMakeFiles/sb_floor_*.dir/src/*/*.o; ctest passes them from
+       the build: $<TARGET_OBJECTS:sb_floor_...>)"""
 
 import re
 import subprocess
@@ -19,7 +19,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def source_name(obj: Path) -> str:
-    """x.c (or sub/x.c) for .../sb_core.dir/src/[sub/]x.c.o"""
+    """floor/x.c for .../sb_floor_floor.dir/src/floor/x.c.o"""
     parts = obj.parts
     if "src" not in parts:
         return obj.name[:-2]
@@ -51,13 +51,19 @@ def call_edges(objects: list) -> dict:
 
 
 def include_edges(src: Path) -> dict:
-    """{file: {file it includes: []}} between src/ files (headers included)."""
+    """{file: {file it includes: []}} between src/ files (headers included),
+    named as in src/ (floor/x.h). A bare name is found as the compiler finds
+    it: beside the includer first, then in any folder of src/."""
+    files = sorted(f for f in src.rglob("*.[ch]"))
+    by_name = {}
+    for f in files:
+        by_name.setdefault(f.name, f)
     edges = {}
-    for f in sorted(src.rglob("*.[ch]")):
+    for f in files:
         for inc in INCLUDE.findall(f.read_text()):
-            target = (f.parent / inc)
+            target = f.parent / inc
             if not target.exists():
-                target = src / inc
+                target = by_name.get(Path(inc).name, src / inc)
             if target.exists():
                 edges.setdefault(str(f.relative_to(src)), {})[str(target.resolve().relative_to(src.resolve()))] = []
     return edges

@@ -40,7 +40,9 @@ endif()
 
 # No call or include cycle between src/ files (issue 33): the calls read from
 # the core's objects (nm), the includes from the sources.
-add_test(NAME layering COMMAND ${SB_PYTHON} ${PROJECT_SOURCE_DIR}/ci/src_cycles.py $<TARGET_OBJECTS:sb_core>
+add_test(NAME layering COMMAND ${SB_PYTHON} ${PROJECT_SOURCE_DIR}/ci/src_cycles.py $<TARGET_OBJECTS:sb_floor_base> $<TARGET_OBJECTS:sb_floor_os>
+         $<TARGET_OBJECTS:sb_floor_cfg> $<TARGET_OBJECTS:sb_floor_route> $<TARGET_OBJECTS:sb_floor_bus>
+         $<TARGET_OBJECTS:sb_floor_daemon>
          COMMAND_EXPAND_LISTS)
 set_tests_properties(layering PROPERTIES LABELS layering TIMEOUT 60)
 

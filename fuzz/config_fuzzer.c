@@ -2,7 +2,7 @@
  * SB-I-20).
  *
  * Every input is parsed once. The result is judged against an oracle
- * written here, apart from src/config.c:
+ * written here, apart from src/cfg/config.c:
  *   - strict JSON is decided by sb_fields_parse (RFC 8259, no cJSON), and
  *     only a JSON object can be a configuration;
  *   - the rules of 9.2, 9.3 and SB-I-20 are evaluated on cJSON's tree, and

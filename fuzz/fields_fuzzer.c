@@ -58,7 +58,7 @@ static int is_digit(unsigned char c) {
 }
 
 /* Whether s[0..n) is exactly one RFC 8259 number. Written independently of
- * src/fields.c, on purpose. */
+ * src/base/fields.c, on purpose. */
 static int rfc_number(const unsigned char *s, size_t n) {
     size_t i = 0;
 

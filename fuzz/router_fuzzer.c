@@ -1,4 +1,4 @@
-/* Fuzz target for the routing decision (src/router.c; spec 6, 7.1.2, 7.2).
+/* Fuzz target for the routing decision (src/route/router.c; spec 6, 7.1.2, 7.2).
  *
  * The input is decoded into a sequence of events the daemon feeds the
  * router: a worker starts, fails (malformed output: not running, sessions
@@ -193,7 +193,7 @@ static uint32_t req_hash(int receiver, const char *id, size_t id_len) {
 }
 
 /* SB-I-45: the JSON value of an id token, as cJSON reads it (an oracle
- * independent of src/idkey.c): numbers as their double (-0 as 0), strings
+ * independent of src/base/idkey.c): numbers as their double (-0 as 0), strings
  * decoded, tagged by type. Returns its length in out (128+ bytes). */
 NO_COVERAGE static size_t id_value(const char *id, size_t id_len, char *out, size_t cap) {
     char tmp[ID_RAW_MAX + 1];

@@ -43,9 +43,9 @@ def moved(files: dict, name: str, to: Path) -> dict:
 
 
 # -- a move survives ------------------------------------------------------------------------------
-@pytest.mark.parametrize("to", ["router.c", "peers/clients_close.c"])
+@pytest.mark.parametrize("to", ["route/router.c", "peers/clients_close.c"])
 def test_a_mutant_survives_its_function_moving_to_another_file(tmp_path, to):
-    """Mutant 72 changes sb_clients_close (src/clients.c): moved into another
+    """Mutant 72 changes sb_clients_close (src/daemon/clients.c): moved into another
     file, or a new file in a subfolder, it is still found, and changed alike."""
     m = mutant("72")
     assert [c.function for c in m.changes] == ["sb_clients_close"]
@@ -59,7 +59,7 @@ def test_a_mutant_survives_its_function_moving_to_another_file(tmp_path, to):
         p.write_text(text)
     assert definition(describe.sources(shifted), "sb_clients_close")[0] == shifted / to
 
-    assert list(describe.apply(m, unmoved)) == [unmoved / "clients.c"]
+    assert list(describe.apply(m, unmoved)) == [unmoved / "daemon" / "clients.c"]
     assert list(describe.apply(m, shifted)) == [shifted / to]
     _, want = definition(describe.sources(unmoved), "sb_clients_close")
     _, got = definition(describe.sources(shifted), "sb_clients_close")

@@ -1,5 +1,5 @@
-/* Unit tests for connection affinity: the binding table (src/affinity.c)
- * and the routing it changes (src/router.c; SPEC.md SB-X-11..SB-X-15). */
+/* Unit tests for connection affinity: the binding table (src/base/affinity.c)
+ * and the routing it changes (src/route/router.c; SPEC.md SB-X-11..SB-X-15). */
 #include <criterion/criterion.h>
 
 #include <stdio.h>

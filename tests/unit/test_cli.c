@@ -1,4 +1,4 @@
-/* Unit tests for the command line (src/cli.c; spec 4.1.1, 9.1). */
+/* Unit tests for the command line (src/cfg/cli.c; spec 4.1.1, 9.1). */
 #include <criterion/criterion.h>
 
 #include <string.h>

@@ -1,5 +1,5 @@
-/* Unit tests for a client's life (src/client_state.c, src/clients.c) and
- * the relay path around it (src/relay.c): a bus of one worker whose stdio
+/* Unit tests for a client's life (src/bus/client_state.c, src/daemon/clients.c) and
+ * the relay path around it (src/bus/relay.c): a bus of one worker whose stdio
  * are pipes held by the test, and clients on socketpairs. Each test drives
  * the daemon's functions in the order its loop would, and checks the
  * state, the lists and timers the state owns, and what reaches the fds. */

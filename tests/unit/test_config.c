@@ -1,4 +1,4 @@
-/* Unit tests for configuration parsing and validation (src/config.c;
+/* Unit tests for configuration parsing and validation (src/cfg/config.c;
  * spec 8.1, 9.2, 9.3). Every failure must name the exact field, so an
  * operator can fix the file from the one log line (SB-I-20). */
 #include <criterion/criterion.h>

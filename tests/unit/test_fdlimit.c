@@ -1,4 +1,4 @@
-/* Unit tests for the descriptor budget (src/fdlimit.c; issue 14): the soft
+/* Unit tests for the descriptor budget (src/os/fdlimit.c; issue 14): the soft
  * RLIMIT_NOFILE is raised to what MAX_CONNECTIONS clients and the workers
  * need, never lowered, never above the hard limit. */
 #include <criterion/criterion.h>

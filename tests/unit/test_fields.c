@@ -1,4 +1,4 @@
-/* Unit tests for routing-field extraction (src/fields.c; spec 2.2, 4.2.2,
+/* Unit tests for routing-field extraction (src/base/fields.c; spec 2.2, 4.2.2,
  * 4.3). Every input is parsed from a copy placed right before a PROT_NONE
  * page (as picohttpparser's tests do), so a read past the end crashes even
  * without ASan. (Lines up to SB_FIELDS_PAD_MAX bytes are then copied again
@@ -514,7 +514,7 @@ Test(fields, a_long_line_is_scanned_exactly) {
 /* ---- the padded copy and the block-wise string scan ------------------ */
 
 /* Lines up to SB_FIELDS_PAD_MAX bytes (fields.h) are scanned from a
- * zero-padded copy, longer ones in place (src/fields.c). */
+ * zero-padded copy, longer ones in place (src/base/fields.c). */
 
 /* Builds {"method":"xx...x"} of exactly n bytes (n >= 13) in a new buffer;
  * the string body is n - 13 bytes long and starts at offset 11. */

@@ -1,4 +1,4 @@
-/* Every shortcut of the routing-field scanner (src/fields.c) against its
+/* Every shortcut of the routing-field scanner (src/base/fields.c) against its
  * general path, on near misses (issue 34, item 3):
  *   - the 17 bytes {"jsonrpc":"2.0", matched with two 8-byte loads and a
  *     byte compare (81bc5b6), against the same line after one leading space,

@@ -1,4 +1,4 @@
-/* Unit tests for NDJSON framing (src/frame.c; spec 2.2, 4.2.1, 7.3.2). */
+/* Unit tests for NDJSON framing (src/base/frame.c; spec 2.2, 4.2.1, 7.3.2). */
 #include <criterion/criterion.h>
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Unit tests for the inline key compare of the session and pending tables
- * (src/hash.h, sb_bytes_equal: keys of up to 16 bytes are compared with two
+ * (src/base/hash.h, sb_bytes_equal: keys of up to 16 bytes are compared with two
  * overlapping loads each instead of a memcmp call). Each fast path is held
  * to memcmp, the general path, on near misses: keys of 0 to 33 bytes (every
  * branch and both sides of each of its boundaries) that differ from their

@@ -1,4 +1,4 @@
-/* Unit tests for the canonical form of ids (src/idkey.c, SB-I-45): ids of
+/* Unit tests for the canonical form of ids (src/base/idkey.c, SB-I-45): ids of
  * one JSON value get the same bytes, ids of different values never do. */
 #include <criterion/criterion.h>
 

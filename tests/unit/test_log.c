@@ -1,4 +1,4 @@
-/* Unit tests for logging (src/log.c; issue 14): a log line never blocks the
+/* Unit tests for logging (src/os/log.c; issue 14): a log line never blocks the
  * caller, whatever stderr is; lines stderr cannot take are dropped and
  * counted, and the count is written once it takes lines again. */
 #include <criterion/criterion.h>

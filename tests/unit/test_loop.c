@@ -1,4 +1,4 @@
-/* Unit tests for the poll(2) event loop (src/loop.c). Every wait has a
+/* Unit tests for the poll(2) event loop (src/os/loop.c). Every wait has a
  * deadline: a test that expects an event waits at most WAIT_MS for it. */
 #include <criterion/criterion.h>
 

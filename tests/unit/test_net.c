@@ -1,4 +1,4 @@
-/* Unit tests for the unix socket file's life (src/net.c; SB-I-22): the
+/* Unit tests for the unix socket file's life (src/os/net.c; SB-I-22): the
  * daemon removes the file at exit only while it is still its own. */
 #include <criterion/criterion.h>
 

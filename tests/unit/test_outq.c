@@ -1,4 +1,4 @@
-/* Unit tests for the output queue (src/outq.c; spec 7.3.1). The fd is a
+/* Unit tests for the output queue (src/base/outq.c; spec 7.3.1). The fd is a
  * non-blocking pipe shrunk to one page with F_SETPIPE_SZ, so a short write
  * happens on demand and never depends on timing. */
 #include <criterion/criterion.h>

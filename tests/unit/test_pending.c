@@ -1,4 +1,4 @@
-/* Unit tests for the pending Request table (src/pending.c; spec 6.2,
+/* Unit tests for the pending Request table (src/route/pending.c; spec 6.2,
  * 6.3.1, 7.1.2, 7.2, 8.2). Entries are keyed by (receiver, raw id token)
  * and remember the sender and the request's raw sessionId. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* Unit tests for the daemon's phase and its one writer (src/phase.c):
+/* Unit tests for the daemon's phase and its one writer (src/bus/phase.c):
  * each phase with a deadline has it in one field and one timer, and a
  * new phase replaces the last one's. */
 #include <criterion/criterion.h>

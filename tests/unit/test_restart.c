@@ -1,4 +1,4 @@
-/* Unit tests for the restart policy (src/restart.c; spec 7.1.3, SB-I-9,
+/* Unit tests for the restart policy (src/base/restart.c; spec 7.1.3, SB-I-9,
  * SB-I-10): exponential backoff with a cap, and no more than max_restarts
  * restarts inside a sliding restart_window_sec. Time is an argument, so
  * nothing here waits. */

@@ -1,4 +1,4 @@
-/* Unit tests for the routing decision (src/router.c; spec 4.3, 5.3, 6,
+/* Unit tests for the routing decision (src/route/router.c; spec 4.3, 5.3, 6,
  * 8.2, and the interpretations SB-I-* stated in router.c). The router is
  * pure: each test feeds lines from clients and workers and checks the
  * decision and the tables it leaves behind. */

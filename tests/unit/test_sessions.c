@@ -1,4 +1,4 @@
-/* Unit tests for the Session table (src/sessions.c; spec 3.4, 6.1, 8.2).
+/* Unit tests for the Session table (src/route/sessions.c; spec 3.4, 6.1, 8.2).
  * Keys are raw JSON tokens, quotes included. */
 #include <criterion/criterion.h>
 

@@ -1,4 +1,4 @@
-/* Unit tests for signal handling (src/signals.c; STYLE 9, SB-3.1-6,
+/* Unit tests for signal handling (src/os/signals.c; STYLE 9, SB-3.1-6,
  * SB-I-48): the self-pipe carries each signal's number, in order, and the
  * handler keeps errno; the flags and dispositions it installs; close puts
  * the defaults back. */

@@ -1,4 +1,4 @@
-/* Unit tests for spawning (src/spawn.c; STYLE 10, spec 3.3): exec failure
+/* Unit tests for spawning (src/os/spawn.c; STYLE 10, spec 3.3): exec failure
  * reported through the pipe, the child's signal mask and dispositions
  * reset, no descriptor of the spawn leaking into the child, the parent's
  * mask restored. As in libuv's tests, the test binary doubles as the child:

@@ -1,4 +1,4 @@
-/* Unit tests for the strays' verdict (src/strays.c, SB-X-22): the kernel's
+/* Unit tests for the strays' verdict (src/os/strays.c, SB-X-22): the kernel's
  * list of the daemon's children read as it comes, cut reads included, and
  * which children are killed: not a running worker, nor in a running
  * worker's process group. The last test runs the OS side (subreaper.c) on

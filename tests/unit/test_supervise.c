@@ -1,4 +1,4 @@
-/* Unit tests for worker supervision (src/supervise.c) with real child
+/* Unit tests for worker supervision (src/daemon/supervise.c) with real child
  * processes (/bin/sh) on pipes: spawn, exit and restart (7.1), failure on
  * malformed output (5.3) reported by the relay, shutdown (10.2). The test
  * waits for a child's exit itself (waitid, WNOWAIT), then reaps it through

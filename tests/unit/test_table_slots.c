@@ -1,5 +1,5 @@
 /* The lazily handed-out entries of the pending and session tables
- * (src/pending.c, src/sessions.c; ecc32bb) against the general path they
+ * (src/route/pending.c, src/route/sessions.c; ecc32bb) against the general path they
  * replaced: a free list that held every entry from the start (entry 0 on
  * top), so that a table touches only the pages traffic reaches. The
  * shortcut keeps two sources, the returned entries and a high-water mark

@@ -1,4 +1,4 @@
-/* Unit tests for the timer set (src/timers.c): the next deadline and the
+/* Unit tests for the timer set (src/os/timers.c): the next deadline and the
  * order in which due timers come out. */
 #include <criterion/criterion.h>
 

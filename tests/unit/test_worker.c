@@ -1,4 +1,4 @@
-/* Unit tests for the worker's stderr relay (src/worker.c; SB-I-7, issue 14):
+/* Unit tests for the worker's stderr relay (src/bus/worker.c; SB-I-7, issue 14):
  * at exit it reads what the pipe holds then, and stops even when something
  * (an orphan of the worker) never stops writing. */
 #include <criterion/criterion.h>
