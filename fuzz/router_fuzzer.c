@@ -512,12 +512,14 @@ static void fail_check(int line, const char *what) {
 /* ---- Walking the router's tables -------------------------------------- */
 
 /* Walks one list of the router's session table; returns its length. */
-NO_COVERAGE static int walk_sessions(const sb_sessions *t, int32_t head, bool by_worker, int who) {
+NO_COVERAGE static int walk_sessions(const sb_sessions *t, bool by_worker, int who) {
     int n = 0;
-    for (int32_t i = head; i != -1;
-         i = by_worker ? t->entries[i].worker_next : t->entries[i].client_next) {
-        CHECK(i >= 0 && i < t->capacity && n <= t->capacity); /* no cycle, no wild index */
-        const sb_session *s = &t->entries[i];
+    int side = by_worker ? SB_SESSION_BY_WORKER : SB_SESSION_BY_CLIENT;
+    for (int32_t i = sb_slots_first(&t->slots, side, who); i != -1;
+         i = sb_slots_link(&t->slots, i)->next[side]) {
+        CHECK(i >= 0 && i < t->slots.capacity &&
+              n <= t->slots.capacity); /* no cycle, no wild index */
+        const sb_session *s = &((const sb_session *)t->slots.entries)[i];
         CHECK(s->key_len > 0);
         CHECK((by_worker ? s->worker : s->client) == who);
         CHECK(s->worker >= 0 && s->worker < W.workers && s->client >= 0 && s->client < W.clients);
@@ -534,13 +536,14 @@ NO_COVERAGE static int walk_sessions(const sb_sessions *t, int32_t head, bool by
     return n;
 }
 
-NO_COVERAGE static int walk_pending(const sb_pending *t, const m_pending *model, int32_t head,
-                                    bool by_receiver, int who, bool upstream) {
+NO_COVERAGE static int walk_pending(const sb_pending *t, const m_pending *model, bool by_receiver,
+                                    int who, bool upstream) {
     int n = 0;
-    for (int32_t i = head; i != -1;
-         i = by_receiver ? t->entries[i].recv_next : t->entries[i].send_next) {
-        CHECK(i >= 0 && i < t->capacity && n <= t->capacity);
-        const sb_request *q = &t->entries[i];
+    int side = by_receiver ? SB_PENDING_BY_RECEIVER : SB_PENDING_BY_SENDER;
+    for (int32_t i = sb_slots_first(&t->slots, side, who); i != -1;
+         i = sb_slots_link(&t->slots, i)->next[side]) {
+        CHECK(i >= 0 && i < t->slots.capacity && n <= t->slots.capacity);
+        const sb_request *q = &((const sb_request *)t->slots.entries)[i];
         CHECK(q->id_len > 0);
         CHECK((by_receiver ? q->receiver : q->sender) == who);
         int worker = upstream ? q->sender : q->receiver;
@@ -563,26 +566,26 @@ NO_COVERAGE static int walk_pending(const sb_pending *t, const m_pending *model,
 }
 
 NO_COVERAGE static void check_pending(const sb_pending *t, const m_pending *model, bool upstream) {
-    CHECK(t->count == model->count);
+    CHECK(t->slots.count == model->count);
     int receivers = upstream ? W.clients : W.workers, senders = upstream ? W.workers : W.clients;
     int by_recv = 0, by_send = 0;
     for (int r = 0; r < receivers; r++)
-        by_recv += walk_pending(t, model, t->recv_head[r], true, r, upstream);
+        by_recv += walk_pending(t, model, true, r, upstream);
     for (int s = 0; s < senders; s++)
-        by_send += walk_pending(t, model, t->send_head[s], false, s, upstream);
-    CHECK(by_recv == t->count && by_send == t->count);
+        by_send += walk_pending(t, model, false, s, upstream);
+    CHECK(by_recv == t->slots.count && by_send == t->slots.count);
 }
 
 /* Compares every table of the router with the model. */
 NO_COVERAGE static void check_tables(void) {
     const sb_sessions *st = &W.router.sessions;
-    CHECK(st->count == W.sessions.count);
+    CHECK(st->slots.count == W.sessions.count);
     int by_worker = 0, by_client = 0;
     for (int w = 0; w < W.workers; w++)
-        by_worker += walk_sessions(st, st->worker_head[w], true, w);
+        by_worker += walk_sessions(st, true, w);
     for (int c = 0; c < W.clients; c++)
-        by_client += walk_sessions(st, st->client_head[c], false, c);
-    CHECK(by_worker == st->count && by_client == st->count);
+        by_client += walk_sessions(st, false, c);
+    CHECK(by_worker == st->slots.count && by_client == st->slots.count);
     /* Every model session is found through the hash (SB-6.1.2-1). */
     for (int i = 0; i < W.sessions.high; i++) {
         const m_sess *m = &W.sessions.e[i];
@@ -596,9 +599,9 @@ NO_COVERAGE static void check_tables(void) {
 }
 
 static void check_counts(void) {
-    CHECK(W.router.sessions.count == W.sessions.count);
-    CHECK(W.router.requests.count == W.requests.count);
-    CHECK(W.router.upstream.count == W.upstream.count);
+    CHECK(W.router.sessions.slots.count == W.sessions.count);
+    CHECK(W.router.requests.slots.count == W.requests.count);
+    CHECK(W.router.upstream.slots.count == W.upstream.count);
 }
 
 /* ---- Lifecycle events, applied to router and model alike ----------------- */
@@ -1052,7 +1055,7 @@ static expect model_from_worker(int w, const msg *m) {
         }
         if (m->id && m->method) { /* SB-I-15, within the client's share (SB-I-52) */
             int owed = mp_count(&W.upstream, false, s->client);
-            int free = W.router.upstream.capacity - W.upstream.count;
+            int free = W.router.upstream.slots.capacity - W.upstream.count;
             if (owed >= SB_ROUTER_UPSTREAM_SHARE ||
                 (owed >= SB_ROUTER_FLOOR && free > 0 && free <= W.router.upstream_floor_free)) {
                 e.why = SB_WHY_UPSTREAM_SHARE;
@@ -1399,25 +1402,27 @@ NO_COVERAGE static void check_all_nil(const int32_t *a, size_t n) {
         CHECK(a[i] == -1);
 }
 
-NO_COVERAGE static void restore_sessions(sb_sessions *t) {
+NO_COVERAGE static void restore_slots(sb_slots *t) {
     CHECK(t->count == 0);
     check_all_nil(t->buckets, (size_t)t->bucket_mask + 1);
-    check_all_nil(t->worker_head, (size_t)t->worker_slots);
-    check_all_nil(t->client_head, (size_t)t->client_slots);
+    for (int side = 0; side < SB_SLOT_SIDES; side++) {
+        check_all_nil(t->head[side], (size_t)t->owners[side]);
+        for (int i = 0; i < t->owners[side]; i++)
+            CHECK(t->owned[side][i] == 0);
+    }
     /* Entries are handed out from fresh_next up: those below it were used. */
-    memset(t->entries, 0, (size_t)t->fresh_next * sizeof *t->entries);
+    memset(t->entries, 0, (size_t)t->fresh_next * t->stride);
+    memset(t->links, 0, (size_t)t->fresh_next * sizeof *t->links);
     t->free_head = -1;
     t->fresh_next = 0;
 }
 
+NO_COVERAGE static void restore_sessions(sb_sessions *t) {
+    restore_slots(&t->slots);
+}
+
 NO_COVERAGE static void restore_pending(sb_pending *t) {
-    CHECK(t->count == 0);
-    check_all_nil(t->buckets, (size_t)t->bucket_mask + 1);
-    check_all_nil(t->recv_head, (size_t)t->recv_slots);
-    check_all_nil(t->send_head, (size_t)t->send_slots);
-    memset(t->entries, 0, (size_t)t->fresh_next * sizeof *t->entries);
-    t->free_head = -1;
-    t->fresh_next = 0;
+    restore_slots(&t->slots);
     t->next_seq = 0;
 }
 
@@ -1428,22 +1433,20 @@ NO_COVERAGE static bool same_bytes(const void *a, const void *b, size_t n) {
 NO_COVERAGE static void check_pristine(const sb_router *r, int workers, int clients) {
     sb_router fresh;
     CHECK(sb_router_init(&fresh, workers, clients) == STDIO_BUS_OK);
-    const sb_sessions *s = &r->sessions, *fs = &fresh.sessions;
-    CHECK(s->count == fs->count && s->capacity == fs->capacity && s->free_head == fs->free_head &&
-          s->fresh_next == fs->fresh_next && s->bucket_mask == fs->bucket_mask &&
-          s->worker_slots == fs->worker_slots && s->client_slots == fs->client_slots);
-    CHECK(same_bytes(s->entries, fs->entries, (size_t)s->capacity * sizeof *s->entries));
-    CHECK(same_bytes(s->buckets, fs->buckets, ((size_t)s->bucket_mask + 1) * sizeof *s->buckets));
-    const sb_pending *p[2] = {&r->requests, &r->upstream},
-                     *fp[2] = {&fresh.requests, &fresh.upstream};
-    for (int i = 0; i < 2; i++) {
-        CHECK(p[i]->count == fp[i]->count && p[i]->capacity == fp[i]->capacity &&
-              p[i]->free_head == fp[i]->free_head && p[i]->fresh_next == fp[i]->fresh_next &&
-              p[i]->next_seq == fp[i]->next_seq && p[i]->bucket_mask == fp[i]->bucket_mask &&
-              p[i]->recv_slots == fp[i]->recv_slots && p[i]->send_slots == fp[i]->send_slots);
-        CHECK(same_bytes(p[i]->entries, fp[i]->entries,
-                         (size_t)p[i]->capacity * sizeof *p[i]->entries));
+    const sb_slots *t[3] = {&r->sessions.slots, &r->requests.slots, &r->upstream.slots},
+                   *ft[3] = {&fresh.sessions.slots, &fresh.requests.slots, &fresh.upstream.slots};
+    for (int i = 0; i < 3; i++) {
+        CHECK(t[i]->count == ft[i]->count && t[i]->capacity == ft[i]->capacity &&
+              t[i]->stride == ft[i]->stride && t[i]->free_head == ft[i]->free_head &&
+              t[i]->fresh_next == ft[i]->fresh_next && t[i]->bucket_mask == ft[i]->bucket_mask &&
+              t[i]->owners[0] == ft[i]->owners[0] && t[i]->owners[1] == ft[i]->owners[1]);
+        CHECK(same_bytes(t[i]->entries, ft[i]->entries, (size_t)t[i]->capacity * t[i]->stride));
+        CHECK(same_bytes(t[i]->links, ft[i]->links, (size_t)t[i]->capacity * sizeof *t[i]->links));
+        CHECK(same_bytes(t[i]->buckets, ft[i]->buckets,
+                         ((size_t)t[i]->bucket_mask + 1) * sizeof *t[i]->buckets));
     }
+    CHECK(r->requests.next_seq == fresh.requests.next_seq &&
+          r->upstream.next_seq == fresh.upstream.next_seq);
     CHECK(same_bytes(r->running, fresh.running, (size_t)workers * sizeof *r->running));
     CHECK(r->rr_next == fresh.rr_next && r->worker_count == fresh.worker_count &&
           r->client_slots == fresh.client_slots);
@@ -1497,8 +1500,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     W.router = cache[W.workers - 1][W.clients - 1].router;
     if (tracing)
         fprintf(stderr, "-- %d worker(s), %d client slot(s)\n", W.workers, W.clients);
-    CHECK(W.router.sessions.capacity == CAP_SESSIONS);
-    CHECK(W.router.requests.capacity == CAP_PENDING && W.router.upstream.capacity == CAP_PENDING);
+    CHECK(W.router.sessions.slots.capacity == CAP_SESSIONS);
+    CHECK(W.router.requests.slots.capacity == CAP_PENDING &&
+          W.router.upstream.slots.capacity == CAP_PENDING);
     /* Workers start not running (router.h); most inputs want them up. */
     for (int w = 0; w < W.workers; w++)
         if (!((header >> 5) & (1u << (w % 3))))

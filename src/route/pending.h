@@ -6,8 +6,7 @@
  * (receiver = worker, sender = client) and server-to-client requests
  * (receiver = client, sender = worker; SB-I-14).
  *
- * Fixed capacity, allocated once (its pages touched only as entries are
- * first used); O(1) lookups. The router never records
+ * A slot table (slots.h) of fixed capacity; O(1) lookups. The router never records
  * two client requests with the same id value on one worker (SB-I-45), but
  * the table allows it (worker requests to one client may share an id): a
  * response then takes the oldest entry recorded with its own sessionId,
@@ -21,19 +20,16 @@
 
 #include "bus_limits.h"
 #include "idkey.h"
+#include "slots.h"
 #include "status.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
-    int32_t next_in_bucket;
-    int32_t recv_prev, recv_next;
-    int32_t send_prev, send_next;
     int receiver;
     int sender;
     uint64_t seq;
-    uint32_t hash;
     uint8_t id_len;                                 /* 0 = free slot */
     uint8_t id_plain;                               /* the id is its own canonical form (idkey.h) */
     uint16_t session_len;                           /* 0 = the request had no sessionId */
@@ -41,21 +37,13 @@ typedef struct {
     char session[STDIO_BUS_MAX_SESSION_ID_LEN + 2]; /* raw token */
 } sb_request;
 
+/* A request's owners on the two sides of its slot table: per receiver for
+ * the fair shares (SB-I-52), per sender with orphans not counted (SB-I-51) */
+enum { SB_PENDING_BY_RECEIVER = 0, SB_PENDING_BY_SENDER = 1 };
+
 typedef struct {
-    sb_request *entries;
-    int32_t *buckets;
-    uint32_t bucket_mask;
-    int32_t free_head;  /* returned entries, chained through next_in_bucket */
-    int32_t fresh_next; /* entries from here up were never used */
-    int count;
-    int capacity;
+    sb_slots slots; /* of sb_request */
     uint64_t next_seq;
-    int32_t *recv_head;
-    int *recv_count; /* entries per receiver (fair shares, SB-I-52) */
-    int recv_slots;
-    int32_t *send_head;
-    int *send_count; /* entries per sender, orphans not counted (SB-I-51) */
-    int send_slots;
 } sb_pending;
 
 #define SB_PENDING_ORPHAN STDIO_BUS_EOF /* the sender has left */
@@ -88,10 +76,10 @@ int sb_pending_take(sb_pending *t, int receiver, sb_idkey id, const char *sessio
 /* How many entries this receiver / this sender holds (orphans belong to
  * no sender). */
 static inline int sb_pending_count_receiver(const sb_pending *t, int receiver) {
-    return t->recv_count[receiver];
+    return sb_slots_owned(&t->slots, SB_PENDING_BY_RECEIVER, receiver);
 }
 static inline int sb_pending_count_sender(const sb_pending *t, int sender) {
-    return t->send_count[sender];
+    return sb_slots_owned(&t->slots, SB_PENDING_BY_SENDER, sender);
 }
 
 /* Removes every entry with this receiver / this sender, calling visit (may

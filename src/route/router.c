@@ -39,11 +39,11 @@ void sb_router_set_running(sb_router *r, int worker, bool running) {
 }
 
 bool sb_router_client_has_pending(const sb_router *r, int client) {
-    return r->requests.send_head[client] >= 0;
+    return sb_slots_first(&r->requests.slots, SB_PENDING_BY_SENDER, client) != SB_SLOT_NIL;
 }
 
 bool sb_router_requests_full(const sb_router *r) {
-    return r->requests.count >= r->requests.capacity;
+    return r->requests.slots.count >= r->requests.slots.capacity;
 }
 
 int sb_router_set_affinity(sb_router *r, sb_affinity_mode mode) {
@@ -286,7 +286,7 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
          * table when it is alone; SB-I-54: else the request waits, never
          * dropped */
         int held = sb_pending_count_sender(&r->requests, client);
-        int free = r->requests.capacity - r->requests.count;
+        int free = r->requests.slots.capacity - r->requests.slots.count;
         if (free <= 0) {
             hold_for(&d, SB_WHY_PENDING_FULL); /* SB-I-18, SB-I-54 */
             return d;
@@ -312,7 +312,7 @@ sb_route sb_router_from_client(sb_router *r, int client, const char *line, size_
                 return d;
             }
         } else {
-            if (r->sessions.count >= r->sessions.capacity) {
+            if (r->sessions.slots.count >= r->sessions.slots.capacity) {
                 drop(&d, SB_WHY_SESSIONS_FULL); /* SB-I-18 */
                 return d;
             }
@@ -365,7 +365,7 @@ static bool record_upstream(sb_router *r, sb_route *d, int worker, const char *s
     /* issue 32: below its floor always, beyond it while every connected
      * client's floor stays free */
     int owed = sb_pending_count_receiver(&r->upstream, d->target);
-    int free = r->upstream.capacity - r->upstream.count;
+    int free = r->upstream.slots.capacity - r->upstream.slots.count;
     if (owed >= r->upstream_share ||
         (owed >= SB_ROUTER_FLOOR && free > 0 && free <= r->upstream_floor_free)) {
         drop(d, SB_WHY_UPSTREAM_SHARE);

@@ -16,7 +16,7 @@ void sb_router_add_client(sb_router *r, int client) {
  * floors need (issue 32 item 2). */
 int sb_router_orphan_excess(const sb_router *r) {
     int over = r->orphans - r->orphan_budget;
-    int short_of = r->floor_free - (r->requests.capacity - r->requests.count);
+    int short_of = r->floor_free - (r->requests.slots.capacity - r->requests.slots.count);
     if (short_of > r->orphans)
         short_of = r->orphans;
     return over > short_of ? over : short_of;
@@ -27,7 +27,7 @@ int sb_router_orphan_excess(const sb_router *r) {
  * session is failed, so no connected client loses anything by it. */
 static bool only_orphans_on(const sb_router *r, int w) {
     return sb_pending_count_receiver(&r->requests, w) == r->orphans_on[w] &&
-           r->sessions.worker_head[w] < 0;
+           sb_slots_first(&r->sessions.slots, SB_SESSION_BY_WORKER, w) == SB_SLOT_NIL;
 }
 
 int sb_router_orphan_holder(const sb_router *r) {

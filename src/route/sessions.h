@@ -1,41 +1,30 @@
 /* The Session table (spec 3.4, 6.1): sessionId -> (worker, owning client).
  *
- * Fixed capacity (STDIO_BUS_MAX_SESSIONS), allocated once (its pages touched
- * only as entries are first used); lookups are O(1)
- * through a hash of the raw sessionId token; every entry is also linked into
- * its worker's and its client's list, so invalidating all sessions of a
+ * A slot table (slots.h) of fixed capacity (STDIO_BUS_MAX_SESSIONS); lookups
+ * are O(1) through a hash of the raw sessionId token; every entry is also
+ * listed under its worker and its client, so invalidating all sessions of a
  * worker (SB-3.4-4) or of a client (SB-3.4-5) costs only their own count. */
 #ifndef SB_SESSIONS_H
 #define SB_SESSIONS_H
 
 #include "bus_limits.h"
+#include "slots.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
-    int32_t next_in_bucket;
-    int32_t worker_prev, worker_next;
-    int32_t client_prev, client_next;
     int worker;
     int client;
-    uint32_t hash;
     uint16_t key_len;                           /* 0 = free slot */
     char key[STDIO_BUS_MAX_SESSION_ID_LEN + 2]; /* raw token, quotes included */
 } sb_session;
 
+/* A session's owners on the two sides of its slot table */
+enum { SB_SESSION_BY_WORKER = 0, SB_SESSION_BY_CLIENT = 1 };
+
 typedef struct {
-    sb_session *entries;
-    int32_t *buckets;
-    uint32_t bucket_mask;
-    int32_t free_head;  /* returned entries, chained through next_in_bucket */
-    int32_t fresh_next; /* entries from here up were never used */
-    int count;
-    int capacity;
-    int32_t *worker_head;
-    int worker_slots;
-    int32_t *client_head;
-    int client_slots;
+    sb_slots slots; /* of sb_session */
 } sb_sessions;
 
 /* Allocates the table for `capacity` sessions, `workers` worker ids and

@@ -155,7 +155,7 @@ Test(router_affinity, a_connection_whose_worker_stopped_is_not_moved) {
     sb_router_set_running(&r, 0, false);
     expect_drop(from_client(0, "{\"method\":\"a\"}"), SB_WHY_WORKER_DOWN);
     expect_drop(from_client(0, "{\"id\":3,\"method\":\"a\"}"), SB_WHY_WORKER_DOWN);
-    cr_assert_eq(r.requests.count, 0);
+    cr_assert_eq(r.requests.slots.count, 0);
     /* unbound (the daemon closed it), a new client is bound to a running worker */
     sb_affinity_unbind(&r.affinity, 0);
     expect(from_client(0, "{\"method\":\"a\"}"), SB_ROUTE_TO_WORKER, 1);
@@ -175,9 +175,9 @@ Test(router_affinity, a_worker_request_is_answered_back_to_that_worker) {
     start(2, SB_AFFINITY_CONNECTION);
     expect(from_client(3, "{\"method\":\"a\"}"), SB_ROUTE_TO_WORKER, 0);
     expect(from_worker(0, "{\"id\":0,\"method\":\"roots/list\"}"), SB_ROUTE_TO_CLIENT, 3);
-    cr_assert_eq(r.upstream.count, 1);
+    cr_assert_eq(r.upstream.slots.count, 1);
     expect(from_client(3, "{\"id\":0,\"result\":{\"roots\":[]}}"), SB_ROUTE_TO_WORKER, 0);
-    cr_assert_eq(r.upstream.count, 0);
+    cr_assert_eq(r.upstream.slots.count, 0);
     expect_drop(from_client(3, "{\"id\":0,\"result\":{}}"), SB_WHY_NO_REQUEST);
 }
 
@@ -187,7 +187,7 @@ Test(router_affinity, a_new_connection_waits_for_a_worker_rather_than_share_one)
     sb_route d = from_client(1, "{\"id\":1,\"method\":\"initialize\"}"); /* SB-X-24 */
     cr_assert_eq(d.action, SB_ROUTE_HOLD, "bound beside a live client");
     cr_assert_eq(d.why, SB_WHY_NO_FREE_WORKER);
-    cr_assert_eq(r.requests.count, 0, "a held request is not recorded");
+    cr_assert_eq(r.requests.slots.count, 0, "a held request is not recorded");
     cr_assert_eq(sb_affinity_worker(&r.affinity, 1), SB_AFFINITY_UNBOUND);
     /* with a sessionId, the spec's routing applies at once */
     expect(from_client(1, "{\"id\":2,\"method\":\"a\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_WORKER,
@@ -219,7 +219,7 @@ Test(router_affinity, a_shared_worker_sends_its_own_messages_to_no_one) {
     expect(from_client(1, "{\"method\":\"a\"}"), SB_ROUTE_TO_WORKER, 0);
     expect_drop(from_worker(0, "{\"method\":\"notifications/message\"}"), SB_WHY_SHARED_WORKER);
     expect_drop(from_worker(0, "{\"id\":0,\"method\":\"roots/list\"}"), SB_WHY_SHARED_WORKER);
-    cr_assert_eq(r.upstream.count, 0);
+    cr_assert_eq(r.upstream.slots.count, 0);
     /* with a sessionId, the spec's routing still applies */
     expect(from_client(1, "{\"id\":1,\"method\":\"a\",\"sessionId\":\"s\"}"), SB_ROUTE_TO_WORKER,
            0);

@@ -43,10 +43,10 @@ TestSuite(pending, .fini = fini);
 Test(pending, recorded_request_is_taken_once_for_its_sender) {
     cr_assert_eq(sb_pending_init(&t, 16, 4, 8), STDIO_BUS_OK);
     cr_assert_eq(sb_pending_add(&t, 2, 7, ID("\"req-1\""), NULL, 0), STDIO_BUS_OK);
-    cr_assert_eq(t.count, 1);
+    cr_assert_eq(t.slots.count, 1);
     cr_assert(sb_pending_holds(&t, 2, ID("\"req-1\"")));
     cr_assert_eq(sb_pending_take(&t, 2, ID("\"req-1\""), NULL, 0), 7);
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
     cr_assert_not(sb_pending_holds(&t, 2, ID("\"req-1\"")));
     cr_assert_eq(sb_pending_take(&t, 2, ID("\"req-1\""), NULL, 0), STDIO_BUS_ENOTFOUND);
 }
@@ -80,7 +80,7 @@ Test(pending, duplicate_keys_are_taken_oldest_first) {
     cr_assert_eq(sb_pending_init(&t, 16, 1, 4), STDIO_BUS_OK);
     for (int sender = 0; sender < 4; sender++)
         cr_assert_eq(sb_pending_add(&t, 0, sender, ID("7"), NULL, 0), STDIO_BUS_OK);
-    cr_assert_eq(t.count, 4);
+    cr_assert_eq(t.slots.count, 4);
     for (int sender = 0; sender < 4; sender++)
         cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), sender);
     cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), STDIO_BUS_ENOTFOUND);
@@ -97,7 +97,7 @@ Test(pending, response_session_picks_the_matching_duplicate) {
     cr_assert_eq(sb_pending_take(&t, 0, ID("7"), LIT("\"sess-b\"")), 3);
     /* No match left for sess-b: routing by id (6.3.1) takes what is left. */
     cr_assert_eq(sb_pending_take(&t, 0, ID("7"), LIT("\"sess-b\"")), 1);
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
 }
 
 Test(pending, response_without_session_prefers_a_request_without_one) {
@@ -128,7 +128,7 @@ Test(pending, orphaned_requests_swallow_their_late_answers) {
     /* the worker answers the departed client's request first: nobody gets it */
     cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), SB_PENDING_ORPHAN);
     cr_assert_eq(sb_pending_take(&t, 0, ID("7"), NULL, 0), 2);
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
     cr_assert_eq(sb_pending_drop_sender(&t, 1, NULL, NULL), 0);
 }
 
@@ -151,9 +151,9 @@ Test(pending, holds_exactly_max_pending_requests) {
     cr_assert_eq(sb_pending_init(&t, STDIO_BUS_MAX_PENDING_REQUESTS, 4, 4), STDIO_BUS_OK);
     for (int i = 0; i < STDIO_BUS_MAX_PENDING_REQUESTS; i++)
         cr_assert_eq(add_nth(i % 4, i % 4, i), STDIO_BUS_OK, "request %d refused", i);
-    cr_assert_eq(t.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    cr_assert_eq(t.slots.count, STDIO_BUS_MAX_PENDING_REQUESTS);
     cr_assert_eq(add_nth(0, 0, STDIO_BUS_MAX_PENDING_REQUESTS), STDIO_BUS_EFULL);
-    cr_assert_eq(t.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    cr_assert_eq(t.slots.count, STDIO_BUS_MAX_PENDING_REQUESTS);
     for (int i = 0; i < STDIO_BUS_MAX_PENDING_REQUESTS; i++) {
         char id[16];
         size_t n = id_of(i, id, sizeof id);
@@ -183,7 +183,7 @@ Test(pending, id_at_max_request_id_len_fits_one_over_is_einval) {
     cr_assert(sb_pending_holds(&t, 0, sb_idkey_raw(id, n)));
     n = string_token(id, STDIO_BUS_MAX_REQUEST_ID_LEN + 1);
     cr_assert_eq(sb_pending_add(&t, 0, 0, sb_idkey_raw(id, n), NULL, 0), STDIO_BUS_EINVAL);
-    cr_assert_eq(t.count, 1);
+    cr_assert_eq(t.slots.count, 1);
 }
 
 Test(pending, session_at_max_session_id_len_fits_one_over_is_einval) {
@@ -196,13 +196,13 @@ Test(pending, session_at_max_session_id_len_fits_one_over_is_einval) {
     cr_assert_eq(sb_pending_take(&t, 0, ID("1"), LIT("\"other\"")), 1);
     n = string_token(session, STDIO_BUS_MAX_SESSION_ID_LEN + 1);
     cr_assert_eq(sb_pending_add(&t, 0, 0, ID("2"), session, n), STDIO_BUS_EINVAL);
-    cr_assert_eq(t.count, 1);
+    cr_assert_eq(t.slots.count, 1);
 }
 
 Test(pending, empty_id_is_einval) {
     cr_assert_eq(sb_pending_init(&t, 4, 1, 1), STDIO_BUS_OK);
     cr_assert_eq(sb_pending_add(&t, 0, 0, sb_idkey_raw("", 0), NULL, 0), STDIO_BUS_EINVAL);
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
 }
 
 /* ---- drop by receiver / sender (7.1.2, 7.2) --------------------------- */
@@ -229,7 +229,7 @@ Test(pending, drop_receiver_discards_exactly_its_requests) {
     cr_assert_eq(sb_pending_drop_receiver(&t, 2, count_visit, &v), 10);
     cr_assert_eq(v.calls, 10);
     cr_assert_not(v.bad, "visited another receiver's request");
-    cr_assert_eq(t.count, 20);
+    cr_assert_eq(t.slots.count, 20);
     for (int i = 0; i < 30; i++)
         cr_assert_eq(take_nth(i % 3, i) >= 0, i % 3 != 2, "request %d", i);
 }
@@ -242,7 +242,7 @@ Test(pending, drop_sender_discards_exactly_its_requests) {
     cr_assert_eq(sb_pending_drop_sender(&t, 0, count_visit, &v), 6);
     cr_assert_eq(v.calls, 6);
     cr_assert_not(v.bad, "visited another sender's request");
-    cr_assert_eq(t.count, 24);
+    cr_assert_eq(t.slots.count, 24);
     for (int i = 0; i < 30; i++)
         cr_assert_eq(take_nth(i % 3, i), i % 5 == 0 ? STDIO_BUS_ENOTFOUND : i % 5, "request %d", i);
     cr_assert_eq(sb_pending_drop_sender(&t, 0, NULL, NULL), 0);
@@ -258,7 +258,7 @@ Test(pending, drop_after_takes_keeps_lists_consistent) {
     visits v = {0, 0, -1, false};
     cr_assert_eq(sb_pending_drop_receiver(&t, 0, count_visit, &v), 5);
     cr_assert_eq(v.calls, 5);
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
     cr_assert_eq(sb_pending_drop_sender(&t, 0, NULL, NULL), 0);
     cr_assert_eq(sb_pending_drop_sender(&t, 1, NULL, NULL), 0);
 }
@@ -371,13 +371,13 @@ Test(pending, slots_are_reused_over_100k_operations_against_a_model) {
             int expected = model_drop(false, sender);
             cr_assert_eq(sb_pending_drop_sender(&t, sender, NULL, NULL), expected, "op %d", op);
         }
-        cr_assert_eq(t.count, model_count, "op %d", op);
+        cr_assert_eq(t.slots.count, model_count, "op %d", op);
     }
     int total = 0;
     for (int s = 0; s < MODEL_SENDERS; s++)
         total += sb_pending_drop_sender(&t, s, NULL, NULL);
     cr_assert_eq(total, model_count);
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
 }
 
 /* ---- counts per receiver and per sender (fair shares, SB-I-51, SB-I-52) -- */

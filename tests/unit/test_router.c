@@ -101,7 +101,7 @@ Test(router, new_sessions_are_assigned_round_robin) {
         expect_to_worker(d, expected[i]);
         cr_assert(d.new_session, "line %d did not create its session", i);
     }
-    cr_assert_eq(r.sessions.count, 4);
+    cr_assert_eq(r.sessions.slots.count, 4);
 }
 
 Test(router, new_session_records_its_worker_and_owner) {
@@ -138,7 +138,7 @@ Test(router, existing_session_routes_to_its_worker) {
         cr_assert_not(d.new_session);
         cr_assert_eq(from_worker(0, "{\"id\":9,\"result\":{},\"sessionId\":\"s\"}").target, 1);
     }
-    cr_assert_eq(r.sessions.count, 1);
+    cr_assert_eq(r.sessions.slots.count, 1);
 }
 
 Test(router, session_is_never_reassigned_even_when_its_worker_is_busy) {
@@ -149,7 +149,7 @@ Test(router, session_is_never_reassigned_even_when_its_worker_is_busy) {
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"a\",\"sessionId\":\"s\"}"), 0);
     expect_outcome(from_client(0, "{\"id\":1,\"method\":\"b\",\"sessionId\":\"s\"}"), SB_ROUTE_HOLD,
                    SB_WHY_ID_IN_USE);
-    cr_assert_eq(r.requests.count, 1);
+    cr_assert_eq(r.requests.slots.count, 1);
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1,\"sessionId\":\"s\"}"), 0);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"b\",\"sessionId\":\"s\"}"), 0);
 }
@@ -161,7 +161,7 @@ Test(router, foreign_session_is_dropped_and_names_its_owner) {
     expect_outcome(d, SB_ROUTE_DROP, SB_WHY_FOREIGN_SESSION);
     cr_assert_eq(d.other, 0);
     cr_assert_eq(session("\"mine\"")->client, 0, "ownership changed");
-    cr_assert_eq(r.requests.count, 0, "a dropped request must not be pending");
+    cr_assert_eq(r.requests.slots.count, 0, "a dropped request must not be pending");
 }
 
 /* ---- 6.1.3 no session ------------------------------------------------- */
@@ -174,7 +174,7 @@ Test(router, message_without_session_is_round_robin_and_creates_no_session) {
         cr_assert_not(d.new_session);
         cr_assert_not(d.is_request);
     }
-    cr_assert_eq(r.sessions.count, 0);
+    cr_assert_eq(r.sessions.slots.count, 0);
 }
 
 Test(router, not_running_workers_are_skipped) {
@@ -195,8 +195,8 @@ Test(router, no_running_worker_drops_with_no_worker) {
     sb_route d = from_client(0, "{\"id\":2,\"method\":\"x\",\"sessionId\":\"s\"}");
     expect_outcome(d, SB_ROUTE_DROP, SB_WHY_NO_WORKER);
     cr_assert_not(d.new_session);
-    cr_assert_eq(r.sessions.count, 0, "a dropped message must not create a session");
-    cr_assert_eq(r.requests.count, 0, "a dropped request must not be pending");
+    cr_assert_eq(r.sessions.slots.count, 0, "a dropped message must not create a session");
+    cr_assert_eq(r.requests.slots.count, 0, "a dropped request must not be pending");
     /* Once a worker runs, the same session is created fresh. */
     sb_router_set_running(&r, 1, true);
     expect_to_worker(from_client(0, "{\"id\":2,\"method\":\"x\",\"sessionId\":\"s\"}"), 1);
@@ -209,7 +209,7 @@ Test(router, request_is_recorded_against_its_worker_and_client) {
     sb_route d = from_client(4, "{\"jsonrpc\":\"2.0\",\"id\":\"r-1\",\"method\":\"m\"}");
     expect_to_worker(d, 0);
     cr_assert(d.is_request);
-    cr_assert_eq(r.requests.count, 1);
+    cr_assert_eq(r.requests.slots.count, 1);
     cr_assert(sb_pending_holds(&r.requests, 0, sb_idkey_raw("\"r-1\"", 5)));
     cr_assert_not(sb_pending_holds(&r.requests, 1, sb_idkey_raw("\"r-1\"", 5)));
     cr_assert_eq(sb_pending_take(&r.requests, 0, sb_idkey_raw("\"r-1\"", 5), NULL, 0), 4);
@@ -219,7 +219,7 @@ Test(router, notification_is_not_recorded) {
     start(2);
     from_client(0, "{\"method\":\"m\",\"sessionId\":\"s\"}");
     from_client(0, "{\"method\":\"m\"}");
-    cr_assert_eq(r.requests.count, 0);
+    cr_assert_eq(r.requests.slots.count, 0);
 }
 
 Test(router, routed_fields_point_into_the_line) {
@@ -237,7 +237,7 @@ Test(router, response_is_routed_to_its_client_then_forgotten) {
     start(2);
     expect_to_worker(from_client(3, "{\"id\":1,\"method\":\"m\"}"), 0);
     expect_to_client(from_worker(0, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"ok\":true}}"), 3);
-    cr_assert_eq(r.requests.count, 0);
+    cr_assert_eq(r.requests.slots.count, 0);
     /* SB-6.3.1-4: a second response with that id is unknown. */
     expect_outcome(from_worker(0, "{\"id\":1,\"result\":{}}"), SB_ROUTE_DROP, SB_WHY_UNKNOWN_ID);
 }
@@ -257,7 +257,7 @@ Test(router, response_with_unknown_id_is_dropped) {
     expect_outcome(from_worker(0, "{\"id\":\"1\",\"result\":1}"), SB_ROUTE_DROP, SB_WHY_UNKNOWN_ID);
     /* The request went to worker 0, not worker 1. */
     expect_outcome(from_worker(1, "{\"id\":1,\"result\":1}"), SB_ROUTE_DROP, SB_WHY_UNKNOWN_ID);
-    cr_assert_eq(r.requests.count, 1);
+    cr_assert_eq(r.requests.slots.count, 1);
 }
 
 Test(router, response_without_id_is_dropped) {
@@ -283,7 +283,7 @@ Test(router, same_id_from_two_clients_lands_on_different_workers) {
     expect_to_client(from_worker(1, "{\"id\":1,\"result\":1}"), 1);
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 0);
     expect_to_client(from_worker(1, "{\"id\":2,\"result\":1}"), 0);
-    cr_assert_eq(r.requests.count, 0);
+    cr_assert_eq(r.requests.slots.count, 0);
 }
 
 /* ---- SB-I-45: never two requests of one id value on one worker -------- */
@@ -292,7 +292,7 @@ Test(router, same_id_on_the_only_worker_is_held_until_answered) {
     start(1);
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"m\"}"), 0);
     expect_outcome(from_client(1, "{\"id\":1,\"method\":\"m\"}"), SB_ROUTE_HOLD, SB_WHY_ID_IN_USE);
-    cr_assert_eq(r.requests.count, 1, "a held request records nothing");
+    cr_assert_eq(r.requests.slots.count, 1, "a held request records nothing");
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 0);
     expect_to_worker(from_client(1, "{\"id\":1,\"method\":\"m\"}"), 0);
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 1);
@@ -316,7 +316,7 @@ Test(router, same_id_in_two_sessions_on_one_worker_is_held) {
     expect_to_worker(from_client(0, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"a\"}"), 0);
     expect_outcome(from_client(1, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"b\"}"), SB_ROUTE_HOLD,
                    SB_WHY_ID_IN_USE);
-    cr_assert_eq(r.sessions.count, 1, "a held request creates no session");
+    cr_assert_eq(r.sessions.slots.count, 1, "a held request creates no session");
     expect_to_client(from_worker(0, "{\"id\":1,\"result\":1}"), 0);
     expect_to_worker(from_client(1, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"b\"}"), 0);
 }
@@ -390,7 +390,7 @@ Test(router, worker_notification_goes_to_the_session_owner) {
     start(2);
     expect_to_worker(from_client(6, "{\"method\":\"a\",\"sessionId\":\"s\"}"), 0);
     expect_to_client(from_worker(0, "{\"method\":\"progress\",\"sessionId\":\"s\"}"), 6);
-    cr_assert_eq(r.upstream.count, 0, "a notification is not a request");
+    cr_assert_eq(r.upstream.slots.count, 0, "a notification is not a request");
 }
 
 Test(router, worker_notification_for_unknown_session_is_dropped) {
@@ -426,19 +426,19 @@ Test(router, client_response_to_a_worker_request_goes_back_to_that_worker) {
     expect_to_client(from_worker(1, "{\"id\":\"srv-1\",\"method\":\"sampling/createMessage\","
                                     "\"sessionId\":\"s\"}"),
                      0);
-    cr_assert_eq(r.upstream.count, 1);
+    cr_assert_eq(r.upstream.slots.count, 1);
     sb_route d = from_client(0, "{\"id\":\"srv-1\",\"result\":{}}");
     expect_to_worker(d, 1);
     cr_assert_not(d.is_request);
-    cr_assert_eq(r.upstream.count, 0);
-    cr_assert_eq(r.requests.count, 1, "the client's response is not a request");
+    cr_assert_eq(r.upstream.slots.count, 0);
+    cr_assert_eq(r.requests.slots.count, 1, "the client's response is not a request");
 }
 
 Test(router, client_response_matching_nothing_is_dropped) {
     start(1);
     expect_outcome(from_client(0, "{\"id\":9,\"result\":{}}"), SB_ROUTE_DROP, SB_WHY_NO_REQUEST);
     expect_outcome(from_client(0, "{\"error\":{}}"), SB_ROUTE_DROP, SB_WHY_NO_REQUEST);
-    cr_assert_eq(r.requests.count, 0);
+    cr_assert_eq(r.requests.slots.count, 0);
 }
 
 Test(router, client_response_from_another_client_does_not_match) {
@@ -446,7 +446,7 @@ Test(router, client_response_from_another_client_does_not_match) {
     expect_to_worker(from_client(0, "{\"method\":\"a\",\"sessionId\":\"s\"}"), 0);
     expect_to_client(from_worker(0, "{\"id\":7,\"method\":\"ask\",\"sessionId\":\"s\"}"), 0);
     expect_outcome(from_client(1, "{\"id\":7,\"result\":{}}"), SB_ROUTE_DROP, SB_WHY_NO_REQUEST);
-    cr_assert_eq(r.upstream.count, 1);
+    cr_assert_eq(r.upstream.slots.count, 1);
     expect_to_worker(from_client(0, "{\"id\":7,\"result\":{}}"), 0);
 }
 
@@ -496,7 +496,7 @@ Test(router, id_of_a_bad_type_is_rejected) {
         expect_outcome(from_client(0, bad[i]), SB_ROUTE_REJECT, SB_WHY_BAD_ID_TYPE);
         expect_outcome(from_worker(0, bad[i]), SB_ROUTE_REJECT, SB_WHY_BAD_ID_TYPE);
     }
-    cr_assert_eq(r.requests.count, 0);
+    cr_assert_eq(r.requests.slots.count, 0);
 }
 
 Test(router, session_id_of_a_bad_type_is_rejected) {
@@ -508,7 +508,7 @@ Test(router, session_id_of_a_bad_type_is_rejected) {
         expect_outcome(from_client(0, bad[i]), SB_ROUTE_REJECT, SB_WHY_BAD_SESSION_TYPE);
         expect_outcome(from_worker(0, bad[i]), SB_ROUTE_REJECT, SB_WHY_BAD_SESSION_TYPE);
     }
-    cr_assert_eq(r.sessions.count, 0);
+    cr_assert_eq(r.sessions.slots.count, 0);
 }
 
 /* Builds {"id":<id>,"method":"m"} with a string id of n characters, or a
@@ -535,11 +535,11 @@ Test(router, string_id_at_the_limit_routes_one_over_is_rejected) {
     char line[1024];
     expect_to_worker(
         from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN, false)), 0);
-    cr_assert_eq(r.requests.count, 1);
+    cr_assert_eq(r.requests.slots.count, 1);
     expect_outcome(
         from_client(0, line_with_id(line, sizeof line, STDIO_BUS_MAX_REQUEST_ID_LEN + 1, false)),
         SB_ROUTE_REJECT, SB_WHY_ID_TOO_LONG);
-    cr_assert_eq(r.requests.count, 1);
+    cr_assert_eq(r.requests.slots.count, 1);
 }
 
 Test(router, numeric_id_at_the_limit_routes_one_over_is_rejected) {
@@ -573,7 +573,7 @@ Test(router, session_id_at_the_limit_routes_one_over_is_rejected) {
     expect_outcome(
         from_worker(0, line_with_session(line, sizeof line, STDIO_BUS_MAX_SESSION_ID_LEN + 1)),
         SB_ROUTE_REJECT, SB_WHY_SESSION_TOO_LONG);
-    cr_assert_eq(r.sessions.count, 1);
+    cr_assert_eq(r.sessions.slots.count, 1);
 }
 
 Test(router, worker_request_with_a_full_length_session_and_id_is_remembered) {
@@ -587,7 +587,7 @@ Test(router, worker_request_with_a_full_length_session_and_id_is_remembered) {
     expect_to_worker(from_client(0, line), 0);
     snprintf(line, sizeof line, "{\"id\":\"%s\",\"method\":\"ask\",\"sessionId\":\"%s\"}", id, sid);
     expect_to_client(from_worker(0, line), 0);
-    cr_assert_eq(r.upstream.count, 1);
+    cr_assert_eq(r.upstream.slots.count, 1);
     snprintf(line, sizeof line, "{\"id\":\"%s\",\"result\":{}}", id);
     expect_to_worker(from_client(0, line), 0);
 }
@@ -612,10 +612,10 @@ Test(router, full_session_table_drops_new_sessions_only) {
         snprintf(line, sizeof line, "{\"method\":\"m\",\"sessionId\":\"s%d\"}", i);
         expect_to_worker(from_client(0, line), i % 2);
     }
-    cr_assert_eq(r.sessions.count, STDIO_BUS_MAX_SESSIONS);
+    cr_assert_eq(r.sessions.slots.count, STDIO_BUS_MAX_SESSIONS);
     expect_outcome(from_client(0, "{\"id\":1,\"method\":\"m\",\"sessionId\":\"one-more\"}"),
                    SB_ROUTE_DROP, SB_WHY_SESSIONS_FULL);
-    cr_assert_eq(r.requests.count, 0, "a dropped request must not be pending");
+    cr_assert_eq(r.requests.slots.count, 0, "a dropped request must not be pending");
     /* Existing sessions and sessionless messages still flow. */
     expect_to_worker(from_client(0, "{\"method\":\"m\",\"sessionId\":\"s7\"}"), 1);
     expect_to_worker(from_client(0, "{\"method\":\"m\"}"), 0);
@@ -631,13 +631,13 @@ Test(router, full_pending_table_drops_requests_only) {
         snprintf(line, sizeof line, "{\"id\":%d,\"method\":\"m\"}", i);
         expect_to_worker(from_client(i % 8, line), i % 2);
     }
-    cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    cr_assert_eq(r.requests.slots.count, STDIO_BUS_MAX_PENDING_REQUESTS);
     /* SB-I-54: held, not dropped: nothing recorded, offered again later */
     expect_outcome(from_client(0, "{\"id\":\"x\",\"method\":\"m\"}"), SB_ROUTE_HOLD,
                    SB_WHY_PENDING_FULL);
     expect_outcome(from_client(0, "{\"id\":\"x\",\"method\":\"m\",\"sessionId\":\"new\"}"),
                    SB_ROUTE_HOLD, SB_WHY_PENDING_FULL);
-    cr_assert_eq(r.sessions.count, 0, "a held request must not create a session");
+    cr_assert_eq(r.sessions.slots.count, 0, "a held request must not create a session");
     /* Notifications still flow; a response frees a slot. */
     expect_to_worker(from_client(0, "{\"method\":\"m\"}"), 0);
     expect_to_client(from_worker(1, "{\"id\":3,\"result\":1}"), 3);
@@ -686,7 +686,7 @@ Test(router, full_table_of_worker_requests_drops_the_request) {
     worker_asks(0, "s", STDIO_BUS_MAX_PENDING_REQUESTS, 0, true);
     expect_outcome(from_worker(0, "{\"id\":\"late\",\"method\":\"ask\",\"sessionId\":\"s\"}"),
                    SB_ROUTE_DROP, SB_WHY_UPSTREAM_FULL);
-    cr_assert_eq(r.upstream.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    cr_assert_eq(r.upstream.slots.count, STDIO_BUS_MAX_PENDING_REQUESTS);
 }
 
 /* n requests of one client; with several workers they go round-robin. */
@@ -732,7 +732,7 @@ Test(router, no_number_of_clients_takes_a_connected_clients_floor) {
         fill_what_it_may(c);
     for (int c = STDIO_BUS_MAX_CONNECTIONS - 4; c < STDIO_BUS_MAX_CONNECTIONS; c++)
         client_asks(c, SB_ROUTER_FLOOR, SB_WHY_NONE);
-    cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    cr_assert_eq(r.requests.slots.count, STDIO_BUS_MAX_PENDING_REQUESTS);
 }
 
 Test(router, three_hogs_leave_a_connected_client_its_floor) {
@@ -741,7 +741,7 @@ Test(router, three_hogs_leave_a_connected_client_its_floor) {
     for (int c = 0; c < 3; c++)
         fill_what_it_may(c);
     client_asks(3, SB_ROUTER_FLOOR, SB_WHY_NONE);
-    cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    cr_assert_eq(r.requests.slots.count, STDIO_BUS_MAX_PENDING_REQUESTS);
 }
 
 Test(router, four_clients_fill_the_table_and_no_more) {
@@ -749,7 +749,7 @@ Test(router, four_clients_fill_the_table_and_no_more) {
     start_with(1, 4);
     for (int c = 0; c < 4; c++)
         client_asks(c, STDIO_BUS_MAX_PENDING_REQUESTS / 4, SB_WHY_NONE);
-    cr_assert_eq(r.requests.count, STDIO_BUS_MAX_PENDING_REQUESTS);
+    cr_assert_eq(r.requests.slots.count, STDIO_BUS_MAX_PENDING_REQUESTS);
     client_asks(0, 1, SB_WHY_PENDING_FULL);
 }
 

@@ -43,7 +43,7 @@ Test(sessions, added_session_is_found_with_its_worker_and_owner) {
     cr_assert_eq(sb_sessions_init(&t, 16, 4, 8), STDIO_BUS_OK);
     sb_session *s = sb_sessions_add(&t, LIT("\"abc\""), 2, 5);
     cr_assert_not_null(s);
-    cr_assert_eq(t.count, 1);
+    cr_assert_eq(t.slots.count, 1);
     sb_session *found = sb_sessions_find(&t, LIT("\"abc\""));
     cr_assert_eq(found, s);
     cr_assert_eq(found->worker, 2);
@@ -75,7 +75,7 @@ Test(sessions, removed_session_is_gone_and_others_stay) {
     for (int i = 0; i < 10; i++)
         cr_assert_not_null(add_nth(i, i % 2, i % 2));
     sb_sessions_remove(&t, find_nth(4));
-    cr_assert_eq(t.count, 9);
+    cr_assert_eq(t.slots.count, 9);
     cr_assert_null(find_nth(4));
     for (int i = 0; i < 10; i++)
         if (i != 4)
@@ -86,7 +86,7 @@ Test(sessions, colliding_keys_share_a_bucket_correctly) {
     /* White box: a bucket mask of 0 chains every key in one bucket, so
      * removing from the head, middle and tail of a chain is exercised. */
     cr_assert_eq(sb_sessions_init(&t, 16, 1, 1), STDIO_BUS_OK);
-    t.bucket_mask = 0;
+    t.slots.bucket_mask = 0;
     for (int i = 0; i < 16; i++)
         cr_assert_not_null(add_nth(i, 0, 0));
     for (int i = 0; i < 16; i += 3)
@@ -101,9 +101,9 @@ Test(sessions, holds_exactly_max_sessions) {
     cr_assert_eq(sb_sessions_init(&t, STDIO_BUS_MAX_SESSIONS, 4, 4), STDIO_BUS_OK);
     for (int i = 0; i < STDIO_BUS_MAX_SESSIONS; i++)
         cr_assert_not_null(add_nth(i, i % 4, i % 4), "session %d refused", i);
-    cr_assert_eq(t.count, STDIO_BUS_MAX_SESSIONS);
+    cr_assert_eq(t.slots.count, STDIO_BUS_MAX_SESSIONS);
     cr_assert_null(add_nth(STDIO_BUS_MAX_SESSIONS, 0, 0), "table over STDIO_BUS_MAX_SESSIONS");
-    cr_assert_eq(t.count, STDIO_BUS_MAX_SESSIONS);
+    cr_assert_eq(t.slots.count, STDIO_BUS_MAX_SESSIONS);
     for (int i = 0; i < STDIO_BUS_MAX_SESSIONS; i++)
         cr_assert_not_null(find_nth(i), "session %d lost", i);
 
@@ -127,13 +127,13 @@ Test(sessions, key_at_max_session_id_len_fits_one_over_does_not) {
     key[STDIO_BUS_MAX_SESSION_ID_LEN + 1] = 'k';
     key[STDIO_BUS_MAX_SESSION_ID_LEN + 2] = '"';
     cr_assert_null(sb_sessions_add(&t, key, at_limit + 1, 0, 0));
-    cr_assert_eq(t.count, 1);
+    cr_assert_eq(t.slots.count, 1);
 }
 
 Test(sessions, empty_key_is_refused) {
     cr_assert_eq(sb_sessions_init(&t, 4, 1, 1), STDIO_BUS_OK);
     cr_assert_null(sb_sessions_add(&t, "", 0, 0, 0));
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
 }
 
 /* ---- invalidation (SB-3.4-4, SB-3.4-5) -------------------------------- */
@@ -160,7 +160,7 @@ Test(sessions, drop_worker_removes_exactly_its_sessions) {
     cr_assert_eq(sb_sessions_drop_worker(&t, 1, count_visit, &v), 10);
     cr_assert_eq(v.calls, 10);
     cr_assert_not(v.bad, "visited a session of another worker");
-    cr_assert_eq(t.count, 20);
+    cr_assert_eq(t.slots.count, 20);
     for (int i = 0; i < 30; i++)
         cr_assert_eq(find_nth(i) != NULL, i % 3 != 1, "session %d", i);
     /* Nothing left for worker 1: a second drop is a no-op. */
@@ -175,7 +175,7 @@ Test(sessions, drop_client_removes_exactly_its_sessions) {
     cr_assert_eq(sb_sessions_drop_client(&t, 4, count_visit, &v), 6);
     cr_assert_eq(v.calls, 6);
     cr_assert_not(v.bad, "visited a session of another client");
-    cr_assert_eq(t.count, 24);
+    cr_assert_eq(t.slots.count, 24);
     for (int i = 0; i < 30; i++)
         cr_assert_eq(find_nth(i) != NULL, i % 5 != 4, "session %d", i);
 }
@@ -192,7 +192,7 @@ Test(sessions, drop_after_individual_removes_keeps_lists_consistent) {
     visits v = {0, 0, -1, false};
     cr_assert_eq(sb_sessions_drop_worker(&t, 0, count_visit, &v), 3);
     cr_assert_eq(v.calls, 3);
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
     cr_assert_eq(sb_sessions_drop_client(&t, 0, NULL, NULL), 0);
     cr_assert_eq(sb_sessions_drop_client(&t, 1, NULL, NULL), 0);
 }
@@ -272,7 +272,7 @@ Test(sessions, slots_are_reused_over_100k_operations_against_a_model) {
             cr_assert_eq(sb_sessions_drop_client(&t, c, NULL, NULL), before - model_count, "op %d",
                          op);
         }
-        cr_assert_eq(t.count, model_count, "op %d", op);
+        cr_assert_eq(t.slots.count, model_count, "op %d", op);
     }
     /* Every key agrees at the end, and the table is still whole. */
     for (int k = 0; k < MODEL_KEYS; k++)
@@ -281,5 +281,5 @@ Test(sessions, slots_are_reused_over_100k_operations_against_a_model) {
     for (int w = 0; w < MODEL_WORKERS; w++)
         total += sb_sessions_drop_worker(&t, w, NULL, NULL);
     cr_assert_eq(total, model_count);
-    cr_assert_eq(t.count, 0);
+    cr_assert_eq(t.slots.count, 0);
 }

@@ -86,9 +86,11 @@ static size_t pending_key(int k, char *buf) {
 static int pending_slot(const sb_pending *t, int k) {
     char id[16];
     size_t n = pending_key(k, id);
-    for (int i = 0; i < t->capacity; i++)
-        if (t->entries[i].id_len == n && memcmp(t->entries[i].id, id, n) == 0)
+    for (int i = 0; i < t->slots.capacity; i++) {
+        const sb_request *r = &((const sb_request *)t->slots.entries)[i];
+        if (r->id_len == n && memcmp(r->id, id, n) == 0)
             return i;
+    }
     return -1;
 }
 
@@ -133,8 +135,9 @@ Test(pending, entries_are_handed_out_as_from_a_free_list_of_every_entry) {
                     memmove(live + at, live + at + 1, (size_t)(n_live - at - 1) * sizeof *live);
                     n_live--;
                 }
-                cr_assert_eq(t.count, n_live, "capacity %d, steps %s: %d entries, expected %d",
-                             capacity, done, t.count, n_live);
+                cr_assert_eq(t.slots.count, n_live,
+                             "capacity %d, steps %s: %d entries, expected %d", capacity, done,
+                             t.slots.count, n_live);
                 for (int i = 0; i < n_live; i++)
                     cr_assert(
                         sb_pending_holds(&t, 0, sb_idkey_raw(id, pending_key(live[i].key, id))),
@@ -176,7 +179,7 @@ Test(sessions, entries_are_handed_out_as_from_a_free_list_of_every_entry) {
                                  want < 0 ? "is full" : "has room");
                     if (want < 0)
                         continue;
-                    int got = (int)(e - t.entries);
+                    int got = sb_slots_index(&t.slots, e);
                     cr_assert_eq(got, want,
                                  "capacity %d, steps %s: the add took slot %d, a free list of "
                                  "every entry gives slot %d",
@@ -192,11 +195,12 @@ Test(sessions, entries_are_handed_out_as_from_a_free_list_of_every_entry) {
                     memmove(live + at, live + at + 1, (size_t)(n_live - at - 1) * sizeof *live);
                     n_live--;
                 }
-                cr_assert_eq(t.count, n_live, "capacity %d, steps %s: %d entries, expected %d",
-                             capacity, done, t.count, n_live);
+                cr_assert_eq(t.slots.count, n_live,
+                             "capacity %d, steps %s: %d entries, expected %d", capacity, done,
+                             t.slots.count, n_live);
                 for (int i = 0; i < n_live; i++) {
                     sb_session *e = sb_sessions_find(&t, key, session_key(live[i].key, key));
-                    cr_assert(e != NULL && e - t.entries == live[i].slot,
+                    cr_assert(e != NULL && sb_slots_index(&t.slots, e) == live[i].slot,
                               "capacity %d, steps %s: session s%d lost or moved", capacity, done,
                               live[i].key);
                 }
