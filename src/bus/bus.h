@@ -23,6 +23,7 @@ typedef enum {
     SB_PHASE_SERVING = 0,
     SB_PHASE_LINGER,   /* stdio: stdin ended, waiting for in-flight responses (SB-I-5) */
     SB_PHASE_DRAINING, /* 10.2: workers told to stop, waiting for them */
+    SB_PHASE_KILLING,  /* SB-10.2-4: drain_timeout_sec passed, SIGKILL sent, awaiting the exits */
     SB_PHASE_DONE
 } sb_phase;
 
@@ -120,6 +121,11 @@ typedef enum {
 } sb_fail_output;
 
 #define SB_IDLE_SWEEP_MS 1000
+/* SB-10.2-4: how long the daemon waits for the workers it SIGKILLed to be
+ * reaped (through SIGCHLD, as any exit) before it exits anyway. A killed
+ * process is gone at once unless it is stuck in the kernel (uninterruptible
+ * sleep), which the daemon must not wait on without bound. */
+#define SB_KILL_REAP_MS 1000
 
 static inline int64_t sb_now_ms(void) {
     struct timespec ts;

@@ -201,11 +201,14 @@ static void check_pending_full(sb_bus *d) {
 
 /* The phase's deadline (its timer, the one place it is kept) passed with
  * something still to wait for. */
-static void phase_deadline_reached(sb_bus *d) {
+static void phase_deadline_reached(sb_bus *d, int64_t now) {
     if (d->phase == SB_PHASE_LINGER) {
         begin_shutdown(d, "stdin EOF, drain_timeout_sec reached with requests in flight");
     } else if (d->phase == SB_PHASE_DRAINING) { /* SB-10.2-4 */
         sb_supervise_kill_remaining(d);
+        sb_phase_enter(d, SB_PHASE_KILLING, now + SB_KILL_REAP_MS);
+    } else if (d->phase == SB_PHASE_KILLING) {
+        sb_supervise_report_unreaped(d, SB_KILL_REAP_MS);
         sb_phase_enter(d, SB_PHASE_DONE, 0);
     }
 }
@@ -219,7 +222,7 @@ static void check_timers(sb_bus *d, int64_t now) {
     for (int n = d->timers.count; n > 0 && (id = sb_timers_take(&d->timers, now)) >= 0; n--) {
         switch (id) {
         case SB_TIMER_PHASE:
-            phase_deadline_reached(d);
+            phase_deadline_reached(d, now);
             break;
         case SB_TIMER_SWEEP:
             sweep_idle(d, now);
@@ -264,6 +267,9 @@ static void check_phase(sb_bus *d) {
      * comes back to the daemon, not to init */
     if (d->phase == SB_PHASE_DRAINING && d->live_workers == 0 && d->reaper.left == 0 &&
         clients_flushed(d))
+        sb_phase_enter(d, SB_PHASE_DONE, 0);
+    /* past drain_timeout_sec the clients are not waited for (SB-10.2-4) */
+    if (d->phase == SB_PHASE_KILLING && d->live_workers == 0 && d->reaper.left == 0)
         sb_phase_enter(d, SB_PHASE_DONE, 0);
 }
 

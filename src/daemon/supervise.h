@@ -47,6 +47,8 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w);
  * fails (5.3) the running worker that holds the most of them. */
 void sb_supervise_shed_orphans(sb_bus *d);
 void sb_supervise_kill_remaining(sb_bus *d);
+/* At the end of SB_KILL_REAP_MS: logs each worker SIGKILLed and still not reaped. */
+void sb_supervise_report_unreaped(sb_bus *d, int waited_ms);
 /* supervise_strays.c (SB-X-22): under connection affinity, makes the daemon
  * a child subreaper (a warning when it cannot be one). */
 void sb_supervise_reaper_start(sb_bus *d);

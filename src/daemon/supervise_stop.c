@@ -1,29 +1,33 @@
 /* Stopping every worker at shutdown (10.2): stdin closed and SIGTERM, then
- * SIGKILL for those still running at drain_timeout_sec (SB-10.2-4). */
+ * SIGKILL for those still running at drain_timeout_sec (SB-10.2-4). The
+ * killed are reaped as any exit is, through SIGCHLD (supervise.c): the loop
+ * never blocks in waitpid() on a process that may be stuck in the kernel. */
 #include "log.h"
 #include "relay.h"
 #include "supervise.h"
 
-#include <errno.h>
 #include <signal.h>
-#include <sys/wait.h>
 
 void sb_supervise_kill_remaining(sb_bus *d) {
     /* SB-10.2-4 */
     for (int i = 0; i < d->worker_count; i++) {
         sb_worker *w = &d->workers[i];
-        if (w->pid <= 0)
+        if (w->pid <= 0 || w->reaped)
             continue;
         sb_warn(w->peer.name, "still running after drain_timeout_sec=%d: SIGKILL",
                 d->limits->drain_timeout_sec);
         sb_worker_signal(w, SIGKILL);
-        int status;
-        while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        w->reaped = true;
-        sb_supervise_exited(d, w, status);
     }
     sb_supervise_end_strays(d); /* SB-X-22: what they left, killed too */
+}
+
+void sb_supervise_report_unreaped(sb_bus *d, int waited_ms) {
+    for (int i = 0; i < d->worker_count; i++) {
+        const sb_worker *w = &d->workers[i];
+        if (w->pid > 0 && !w->reaped)
+            sb_error(w->peer.name, "pid %d not reaped %d ms after SIGKILL: exiting without it",
+                     (int)w->pid, waited_ms);
+    }
 }
 
 /* SB-10.2-2: at shutdown no worker is restarted; each is told to stop:

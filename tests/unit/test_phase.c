@@ -47,6 +47,18 @@ Test(phase, each_phase_has_its_deadline_in_one_timer) {
     cr_assert_not(sb_timers_armed(&d.timers, SB_TIMER_PHASE), "DONE has no deadline");
 }
 
+/* SB-10.2-4: past drain_timeout_sec the workers are SIGKILLed and the
+ * daemon waits SB_KILL_REAP_MS at most for their exits, never in waitpid(). */
+Test(phase, killing_has_its_own_deadline_after_draining) {
+    sb_phase_enter(&d, SB_PHASE_DRAINING, 9000);
+    sb_phase_enter(&d, SB_PHASE_KILLING, 9000 + SB_KILL_REAP_MS);
+    cr_assert_eq(d.phase, SB_PHASE_KILLING);
+    cr_assert_eq(sb_timers_deadline(&d.timers, SB_TIMER_PHASE), 9000 + SB_KILL_REAP_MS);
+    sb_phase_enter(&d, SB_PHASE_DONE, 0);
+    cr_assert_not(sb_timers_armed(&d.timers, SB_TIMER_PHASE));
+    cr_assert_str_eq(sb_phase_name(SB_PHASE_KILLING), "KILLING");
+}
+
 /* The stdio client left while lingering: nothing left to wait for. */
 Test(phase, linger_can_be_cut_short) {
     sb_phase_enter(&d, SB_PHASE_LINGER, 5000);
