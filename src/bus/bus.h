@@ -19,6 +19,13 @@
 #include <stdint.h>
 #include <time.h>
 
+/* How a client ends, as supervision is told (sb_bus.client_end) */
+typedef enum {
+    SB_CLIENT_END_INPUT,  /* its input ended, all of it forwarded (ENDING) */
+    SB_CLIENT_END_DOOMED, /* it is closed at the end of the round (DOOMED) */
+    SB_CLIENT_END_GONE    /* it is closed: its affinity binding goes */
+} sb_client_end;
+
 typedef enum {
     SB_PHASE_SERVING = 0,
     SB_PHASE_LINGER,   /* stdio: stdin ended, waiting for in-flight responses (SB-I-5) */
@@ -82,11 +89,13 @@ typedef struct sb_bus {
     size_t client_bytes; /* SB-X-17: storage of every client's buffers, with a budget set */
     bool over_budget;    /* ... and it went over the budget this round */
     bool pending_full;   /* the pending table is full, and it was said */
-    /* SB-X-19: called by sb_client_enter the moment a client ends (its input
-     * ended with all of it forwarded, or it is doomed), before any other
-     * client is routed, so no one is bound to its worker meanwhile; set by
-     * daemon.c to supervision, which sits above client_state.c. */
-    void (*client_ended)(struct sb_bus *d, sb_peer *c);
+    /* The one route by which a client's end reaches supervision, which sits
+     * above client_state.c (set by daemon.c): called by sb_client_enter the
+     * moment a client ends (its input ended with all of it forwarded, or it
+     * is doomed; SB-X-19), before any other client is routed, so no one is
+     * bound to its worker meanwhile; and by sb_clients_close when it is gone
+     * (SB-X-16). */
+    void (*client_end)(struct sb_bus *d, sb_peer *c, sb_client_end how);
 
     sb_listener listener; /* listener.c; closed at shutdown by daemon.c */
     int signal_fd;

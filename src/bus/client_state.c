@@ -27,7 +27,7 @@ static int64_t seconds_from_now(int sec) {
  *   any but FREE -> DOOMED             closed at the end of the round
  *   OPEN, DOOMED -> FREE               closed (OPEN: refused, SB-X-15)
  * Entering ENDING with all its input forwarded, or DOOMED, is the client's
- * end: d->client_ended tells its worker's supervision at once (SB-X-19). */
+ * end: d->client_end tells its worker's supervision at once (SB-X-19). */
 void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
     enum {
         FREE = 1u << SB_CLIENT_FREE,
@@ -89,8 +89,8 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
             sb_list_push(&d->round.ending, c);
             sb_bus_arm(d, c, SB_TIMER_ENDING, seconds_from_now(d->limits->drain_timeout_sec));
         }
-        if (from == SB_CLIENT_OPEN && !c->blocked_on && d->client_ended) /* else lines wait */
-            d->client_ended(d, c);
+        if (from == SB_CLIENT_OPEN && !c->blocked_on && d->client_end) /* else lines wait */
+            d->client_end(d, c, SB_CLIENT_END_INPUT);
         break;
     case SB_CLIENT_CLOSING: {
         int64_t by = seconds_from_now(d->limits->drain_timeout_sec);
@@ -99,8 +99,8 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
     }
     case SB_CLIENT_DOOMED:
         sb_list_push(&d->round.doomed, c);
-        if (d->client_ended) /* SB-X-19 */
-            d->client_ended(d, c);
+        if (d->client_end) /* SB-X-19 */
+            d->client_end(d, c, SB_CLIENT_END_DOOMED);
         break;
     }
     sb_watch_update(d, c);

@@ -76,7 +76,8 @@ void sb_clients_close(sb_bus *d, sb_peer *c) {
     int pending; /* SB-7.2-1..3, SB-I-23 */
     int sessions =
         sb_router_drop_client(&d->router, c->index, log_client_request_dropped, c, &pending);
-    sb_supervise_detach(d, c);
+    if (d->client_end)
+        d->client_end(d, c, SB_CLIENT_END_GONE); /* SB-X-16 */
     sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
             sessions, pending);
     if (pending)

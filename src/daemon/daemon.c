@@ -310,7 +310,7 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
     sb_memory_tune();
     sb_fdlimit_raise(sb_bus_worker_slots(cfg));
     int rc = sb_bus_init(&d, cfg, opt);
-    d.client_ended = sb_supervise_client_ended; /* SB-X-19 */
+    d.client_end = sb_supervise_client_end; /* SB-X-16, SB-X-19 */
     if (rc == 0)
         sb_supervise_reaper_start(&d); /* SB-X-22 */
     if (rc == 0) {

@@ -28,10 +28,11 @@ void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at);
 void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now);
 /* supervise_affinity.c (SB-X-10..SB-X-16) */
 bool sb_supervise_attach(sb_bus *d, sb_peer *c);
-void sb_supervise_detach(sb_bus *d, sb_peer *c);
-/* SB-X-19: c ended (sb_bus.client_ended): when it is the only client bound
- * to its worker, the worker is retired now. */
-void sb_supervise_client_ended(sb_bus *d, sb_peer *c);
+/* A client's end (sb_bus.client_end, its one route here): ended, when it is
+ * the only client bound to its worker, retires the worker now (SB-X-19);
+ * gone, unbinds it and retires a worker it leaves with no client (SB-X-16,
+ * SB-X-20). */
+void sb_supervise_client_end(sb_bus *d, sb_peer *c, sb_client_end how);
 /* Whether a new connection would get a worker now: always but in a
  * per_connection pool with `instances` workers serving (SB-X-15, SB-X-21)
  * or no slot free of an exiting one (SB-X-23). */

@@ -105,7 +105,7 @@ bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
  * doomed): when it is the only client bound to its worker, the worker is
  * retired now, as the client's end would reach it were it spawned by the
  * client itself, and before another client's line is routed. */
-void sb_supervise_client_ended(sb_bus *d, sb_peer *c) {
+static void sb_supervise_client_ended(sb_bus *d, sb_peer *c) {
     if (d->cfg->affinity == SB_AFFINITY_NONE || d->phase >= SB_PHASE_DRAINING)
         return;
     int id = sb_affinity_worker(&d->router.affinity, c->index);
@@ -115,10 +115,17 @@ void sb_supervise_client_ended(sb_bus *d, sb_peer *c) {
 
 /* The client leaves: it is unbound, and a worker it leaves with no client
  * is retired (SB-X-16, SB-X-19, SB-X-20). */
-void sb_supervise_detach(sb_bus *d, sb_peer *c) {
+static void sb_supervise_detach(sb_bus *d, sb_peer *c) {
     if (d->cfg->affinity == SB_AFFINITY_NONE)
         return;
     int id = sb_affinity_unbind(&d->router.affinity, c->index);
     if (id >= 0 && d->phase < SB_PHASE_DRAINING && sb_affinity_count(&d->router.affinity, id) == 0)
         sb_supervise_retire(d, &d->workers[id]);
+}
+
+void sb_supervise_client_end(sb_bus *d, sb_peer *c, sb_client_end how) {
+    if (how == SB_CLIENT_END_GONE)
+        sb_supervise_detach(d, c);
+    else
+        sb_supervise_client_ended(d, c);
 }

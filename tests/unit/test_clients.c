@@ -208,6 +208,35 @@ Test(clients, input_end_with_nothing_owed_closes_the_client) {
     close(far);
 }
 
+/* What supervision heard of clients' ends, through sb_bus.client_end. */
+static sb_client_end heard[8];
+static int heard_count;
+
+static void hear(sb_bus *bus, sb_peer *c, sb_client_end how) {
+    (void)bus;
+    (void)c;
+    heard[heard_count++] = how;
+}
+
+/* A client's end reaches supervision by one route, the hook, each way it
+ * ends: doomed when its input ends with nothing owed, gone when closed. */
+Test(clients, every_end_of_a_client_reaches_supervision_through_its_hook) {
+    heard_count = 0;
+    d.client_end = hear;
+    int far;
+    sb_peer *c = connect_client(&far);
+    shutdown(far, SHUT_WR);
+    cr_assert_eq(sb_relay_read(&d, c).event, SB_RELAY_ENDED);
+    sb_clients_input_eof(&d, c);
+    cr_assert_eq(heard_count, 1);
+    cr_assert_eq(heard[0], SB_CLIENT_END_DOOMED);
+    sb_clients_close(&d, c);
+    cr_assert_eq(heard_count, 2);
+    cr_assert_eq(heard[1], SB_CLIENT_END_GONE);
+    d.client_end = NULL;
+    close(far);
+}
+
 /* SB-I-41: input ended with an answer owed: ENDING until it is written. */
 Test(clients, ending_client_is_closed_once_its_answers_are_written) {
     int far;
