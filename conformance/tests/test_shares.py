@@ -130,6 +130,32 @@ def test_a_client_that_never_answers_its_workers_requests_does_not_starve_the_ot
     d.wait_logged(since=since)  # the deaf client's episode is logged
 
 
+UPSTREAM_SHARE = 256  # SB-I-52: the requests of workers a client may owe answers to at once
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-52")
+def test_a_client_owes_answers_to_256_worker_requests_and_no_more(bus):
+    """Both sides of the share: a client alone gets every one of 256 worker
+    requests it has not answered, and not a 257th."""
+    bus.start(instances=1)
+    deaf = bus.client()
+    deaf.request(session="deaf")
+
+    def asked():
+        # the worker's lines reach the client in order: the answer to sync()
+        # comes after every request emitted before it was routed (or not)
+        deaf.sync(session="deaf")
+        return sum(b'"roots/list"' in x for x in deaf.received)
+
+    deaf.notify("test/ask", params=worker_asks(UPSTREAM_SHARE, "deaf"), session="deaf")
+    got = asked()
+    assert got == UPSTREAM_SHARE, f"{got} of {UPSTREAM_SHARE} worker requests reached the client"
+    deaf.notify("test/ask", params=worker_asks(1, "deaf", req_id="roots-257"), session="deaf")
+    got = asked()
+    assert got == UPSTREAM_SHARE, f"a client owing {UPSTREAM_SHARE} answers was sent one more ({got})"
+
+
 @pytest.mark.modes("unix", "tcp")
 @pytest.mark.requires("orphan_policy")
 @pytest.mark.clause("SB-I-52", "SB-X-8")
