@@ -203,6 +203,36 @@ def test_requests_left_by_departed_clients_beyond_half_the_table_stop_their_work
     assert served_again(other, wait_timeout() + 3.0)["result"]["method"] == "echo"
 
 
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.stands_on("restart-exit0")  # the worker exits 0 on SIGTERM and is restarted
+@pytest.mark.clause("SB-I-53")
+def test_requests_left_by_departed_clients_up_to_half_the_table_keep_their_worker(bus):
+    """Both sides of "over half": 2,048 requests left behind leave their
+    worker serving; one more fails it."""
+    d = bus.start(instances=1)
+    half = MAX_PENDING // 2
+
+    def leave_behind(tag, n):
+        a, link = tracked_client(bus)
+        a.send(unanswered(tag, n))
+        read_past(bus, a, f"{tag}-sent")
+        a.close()
+        wait_link_closed(d, link)
+
+    pid = bus.client().request()["result"]["pid"]
+    for k in range(2):  # exactly half of the table, left behind
+        leave_behind(f"gone{k}", half // 2)
+    # the departures were handled before this request was read: the same worker answers it
+    answer = bus.client().request()
+    assert answer["result"]["pid"] == pid, \
+        f"{half} requests of departed clients (not over half the table) stopped their worker"
+    since = d.stderr_mark()
+    leave_behind("over", 1)  # 2,049: over half
+    d.wait_logged(worker_context(pid, None, 0), since=since, what="a line about the failed worker")
+    bus.worker_log().wait_for(lambda r: r.kind in ("exit", "signal"), wait_timeout(),
+                              "the worker stopped")
+
+
 # -- SB-X-17: the memory budget closes the guilty ---------------------------------------------
 def unsent(client) -> int:
     """Bytes the client sent that the daemon has not read yet (SIOCOUTQ)."""
