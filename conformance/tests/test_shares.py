@@ -65,6 +65,36 @@ def test_a_client_that_fills_the_pending_table_does_not_starve_the_others(bus):
     assert not hog.closed_by_daemon, "a client over its share was closed"
 
 
+FLOOR = MAX_PENDING // 1024  # SB-I-51: entries of the table kept for each connected client
+
+
+@pytest.mark.modes("unix", "tcp")
+@pytest.mark.clause("SB-I-51", "SB-I-54")
+def test_a_connected_client_keeps_a_floor_of_4_pending_requests_and_no_more(bus):
+    """Both sides of the floor: beside a client that fills the table, each of
+    two others gets 4 requests recorded, and a 5th of the first waits."""
+    bus.start(instances=1)
+    first, second = bus.client(), bus.client()
+    first.sync()
+    second.sync()
+    hog = bus.client()
+    hog.sync()
+    hog.send(unanswered("hog", MAX_PENDING))
+    # the hog is recorded until the free entries are what the two others' floors need
+    wait_forwarded(bus, "hog", MAX_PENDING - 2 * FLOOR)
+    first.send(unanswered("first", FLOOR + 1))
+    wait_forwarded(bus, "first", FLOOR)  # the floor's lower side: all of it is recorded
+    second.send(unanswered("second", FLOOR))
+    wait_forwarded(bus, "second", FLOOR)
+    # the table is full now and nothing in it is answered: no other request can be recorded
+    received = bus.worker_log().received()
+    got = sum(b'"first-' in x for x in received)
+    assert got == FLOOR, f"{got} requests of a client at its floor of {FLOOR} were recorded"
+    hogged = sum(b'"hog-' in x for x in received)
+    assert hogged == MAX_PENDING - 2 * FLOOR, \
+        f"the hog had {hogged} requests recorded beside two clients' floors ({MAX_PENDING - 2 * FLOOR})"
+
+
 @pytest.mark.modes("unix", "tcp")
 @pytest.mark.stands_on("restart-exit0")  # the worker holding what it left may be restarted (SB-I-53)
 @pytest.mark.clause("SB-I-51", "SB-I-53")
