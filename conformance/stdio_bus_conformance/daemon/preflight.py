@@ -364,18 +364,22 @@ def _slow_reader(bus: Bus) -> None:
             # A probe on the same session (same worker) is answered after every answer
             # before it. A daemon that drops lines may drop a probe sent while it
             # still holds data for us: ask again whenever nothing is waiting to be read.
+            # The deadline counts from the last bytes received: a slow daemon (or a
+            # busy machine) still delivering is waited for; one that stopped is not.
             buf, probes, deadline = b"", 0, time.monotonic() + bus.timeout
             while b'"slow-end-' not in buf:
                 d.check("while a slow client read its answers")
                 if time.monotonic() > deadline:
-                    raise Broken(f"the answers to a client that read nothing for a while did not arrive "
-                                 f"within {bus.timeout:g} s once it read")
+                    raise Broken(f"the answers to a client that read nothing for a while stopped "
+                                 f"arriving once it read: nothing for {bus.timeout:g} s, "
+                                 f"{len(buf)} bytes received")
                 if select.select([s], [], [], 0.05)[0]:  # poll interval of this deadline loop
                     chunk = s.recv(1 << 16)
                     if not chunk:
                         raise Broken("the daemon closed a client that read nothing for a while "
                                      "(1 MiB of answers, under the default cap)")
                     buf += chunk
+                    deadline = time.monotonic() + bus.timeout
                     continue
                 s.sendall(b'{"jsonrpc":"2.0","id":"slow-end-%d","method":"echo","sessionId":"slow"}\n' % probes)
                 probes += 1
