@@ -89,3 +89,46 @@ def test_a_key_one_byte_off_sessionid_makes_no_session(bus):
             pids.append(pid_of(c.recv_response(req)))
         assert pids[0] != pids[1], \
             f"two requests with a member {name.decode()!r} (not sessionId) both went to worker {pids[0]}"
+
+
+def one_char_apart(longest: int):
+    """(first, second) sessionId pairs, each pair new: for every length from
+    1 to `longest` characters and every position, two strings of lowercase
+    letters that differ only there (the second has 'Z' there, which no first
+    string holds). Their raw tokens are 2 bytes longer (the quotes): the
+    lengths where a daemon may switch between ways of comparing keys (8, 16,
+    17 bytes...) are all among them."""
+    pairs, used, count = [], set(), 0
+    for n in range(1, longest + 1):
+        for i in range(n):
+            while True:
+                count += 1
+                digits, k = [], count
+                for _ in range(n):
+                    digits.append(chr(ord("a") + k % 26))
+                    k //= 26
+                first = "".join(digits)
+                second = first[:i] + "Z" + first[i + 1:]
+                if first not in used and second not in used:
+                    break
+            used.update((first, second))
+            pairs.append((first, second))
+    return pairs
+
+
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-3.4-1", "SB-6.1.1-1")
+def test_sessionids_one_byte_apart_are_two_sessions_at_every_length_and_position(bus):
+    # Two new sessions in a row go to the two workers by round robin (6.1.1);
+    # one taken for the other (a key compared on fewer bytes than it has) goes
+    # to the first one's worker instead
+    bus.start(instances=2)
+    c = bus.client()
+    # what this test stands on, judged on its own clause: two new sessions far apart
+    a, b = pid_of(c.request(session="control-first")), pid_of(c.request(session="control-second"))
+    check("SB-6.1.1-1", a != b, f"two new sessions in a row both went to worker {a} (round robin, 6.1.1)")
+    for first, second in one_char_apart(17):
+        a = pid_of(c.request(session=first))
+        b = pid_of(c.request(session=second))
+        check("SB-3.4-1", a != b, f"the new session {second!r} went to the worker of {first!r}, one byte "
+                                  f"apart (raw length {len(first) + 2}): taken for the same session")
