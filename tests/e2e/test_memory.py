@@ -239,8 +239,13 @@ def test_client_memory_budget_spares_a_client_that_reads_and_drains(daemon_bin, 
     # unfinished line each; a client reading at full speed with 4 answers of
     # 1 MB in flight is the largest, and was closed for them after 2 of 20
     # answers. It reads and drains: every slowloris holds for longer.
+    # The budget is reached at any pace: the slowloris buffers take 20 MiB
+    # (buffers grow by doubling: 900 kB -> 1 MiB), and the first answer, which
+    # no socket takes whole, leaves a queue of 1 MiB beside the reader's 4 KiB
+    # input buffer. (With 22 MiB it took two answers queued at once, which a
+    # daemon under valgrind, slower than its reader, never had.)
     cfg = {"pools": [{"id": "big", "command": mock_bin, "args": [], "instances": 4}],
-           "limits": {"max_client_memory": 22 << 20}}
+           "limits": {"max_client_memory": 21 << 20}}
     d = Daemon(daemon_bin, write_config(cfg), tmp_path, mode="unix")
     try:
         held = slowloris(d, 20)
