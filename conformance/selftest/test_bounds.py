@@ -129,7 +129,9 @@ def test_default_deadlines(bus):
         t0 = time.monotonic()
         with pytest.raises(DaemonTimeout):
             wait()
-        assert 0.35 < time.monotonic() - t0 < 2
+        # at least the wait given, and short of the 5 s default: how far past 0.4 s a busy
+        # machine lets the harness wake is the machine's, not the option's
+        assert 0.35 < time.monotonic() - t0 < 4.5
 ''')
     run = harness("--no-coverage-gate", "--wait-timeout", "0.4", tests=suite)
     assert run.rc == 0, run.output

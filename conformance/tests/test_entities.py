@@ -291,11 +291,16 @@ def test_session_has_one_owner(bus):
             "the intruder's message reached the session's worker"
 
 
-@pytest.mark.clause("SB-3.4-4", "SB-7.1.2-3", "SB-I-12")
+@pytest.mark.clause("SB-3.4-4", "SB-7.1.2-3", "SB-I-12", "SB-6.1.1-1")
 def test_session_ends_when_its_worker_exits(bus):
     bus.start({"limits": {"max_restarts": 0}}, instances=2)
     c = bus.client()
     gone = pid_of(c.request(session="s"))
+    # the probes go through a session of the other worker: a message without one may go, by
+    # round robin, to the worker that exited before the daemon has seen it exit, and be lost
+    # there (a sync that never comes back is the daemon's pace, not a defect)
+    check("SB-6.1.1-1", pid_of(c.request(session="probe")) != gone,
+          f"two new sessions in a row both went to worker {gone} (round robin, 6.1.1)")
     exit_worker(c, "s")
     wait_reaped(gone)
     # the surviving worker writes a notification for "s": no session, so discarded. Reaped is
@@ -304,12 +309,12 @@ def test_session_ends_when_its_worker_exits(bus):
     def ended(k=iter(range(1 << 30))):
         n = next(k)
         stale = '{"jsonrpc":"2.0","method":"mock/stale","sessionId":"s","params":{"k":%d}}\n' % n
-        c.send_json({"jsonrpc": "2.0", "id": f"emit-{n}", "method": "x", "params": {"mock": {"emit": stale}}})
-        try:  # the mock answers no emit; before the exit is handled the line may go to the dead one
-            bus.worker_log().wait_sent(b'"k":%d}' % n, timeout=pace().bound("answer", 0.5))
-        except DaemonTimeout:
-            return False
-        return not any(b"mock/stale" in line for line in c.sync())
+        c.send_json({"jsonrpc": "2.0", "id": f"emit-{n}", "method": "x", "sessionId": "probe",
+                     "params": {"mock": {"emit": stale}}})
+        bus.worker_log().wait_sent(b'"k":%d}' % n)  # the mock answers no emit
+        # the survivor answers the sync after it wrote the line: once the answer is here, the
+        # line was routed or discarded
+        return not any(b"mock/stale" in line for line in c.sync(session="probe"))
     wait_until(ended, wait_timeout(), "the dead worker's session ended (a notification for it no longer delivered)")
     # "s" is unknown now: it starts anew on a running worker
     with checking("SB-I-12"):

@@ -737,9 +737,18 @@ def run_script(spawn, chunked):
 
 
 def test_same_input_same_output_however_chunked(spawn):
+    """The same lines whatever the chunking, and in the same order wherever the
+    order depends on the input alone. Where a line's time is counted from its
+    request's arrival (the second progress of 3, the answers of 3 and 2), how
+    it falls among the others depends on how fast the pieces arrived, which a
+    busy machine decides: there only the order within one request is fixed."""
     a = run_script(spawn, chunked=False)
     b = run_script(spawn, chunked=True)
-    assert a == b
-    ids = [json.loads(line).get("id") for line in a.split(b"\n") if line.startswith(b"{")]
-    assert ids == [1, None, "r4", "srv-1", 6, 8, None, 3, 2]
-    assert b"x\ny\nx\ny\n" in a
+    assert sorted(a.split(b"\n")) == sorted(b.split(b"\n"))
+    for out in (a, b):
+        ids = [json.loads(line).get("id") for line in out.split(b"\n") if line.startswith(b"{")]
+        second_progress = max(i for i, x in enumerate(ids) if x is None)
+        timed = {second_progress, ids.index(3), ids.index(2)}
+        assert [x for i, x in enumerate(ids) if i not in timed] == [1, None, "r4", "srv-1", 6, 8], ids
+        assert second_progress < ids.index(3), ids  # 3's progress comes before its answer
+        assert b"x\ny\nx\ny\n" in out
