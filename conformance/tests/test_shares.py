@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from stdio_bus_conformance import DaemonTimeout, field, tracked_client, wait_link_closed, wait_timeout, wait_until
+from stdio_bus_conformance import ConnectionClosed, DaemonTimeout, field, tracked_client, wait_link_closed, wait_timeout, wait_until
 from stdio_bus_conformance import worker_context
 
 MAX_PENDING = 4096
@@ -303,3 +303,46 @@ def test_the_memory_budget_spares_a_client_that_reads_and_drains(bus):
             ask(n + 4)
     wait_until(lambda: any(s.closed_by_daemon for s in held),
                what="a connection holding an unfinished line closed for the budget")
+
+
+@pytest.mark.requires("client_memory")
+@pytest.mark.modes("unix")
+@pytest.mark.clause("SB-X-17")
+def test_the_memory_budget_counts_only_the_clients_still_connected(bus):
+    # 16 clients in turn hold half a MiB and leave: eight with an unfinished line, eight after
+    # a 500 kB request and its 500 kB answer. Three times the 2.5 MiB budget went through the
+    # daemon and left with its clients. A client that then holds 1 MiB (an unfinished line) is
+    # far inside the budget and is served; four more that hold 1 MiB each take the clients over
+    # it, and the budget closes some of them: it still counts what is held, and only that.
+    budget = 5 << 19
+    d = bus.start({"limits": {"max_client_memory": budget}}, instances=1)
+    pad = b"s" * 500_000
+    for i in range(16):
+        s, link = tracked_client(bus)
+        if i % 2:
+            s.send(b'{"jsonrpc":"2.0","id":"gone","method":"big","params":{"mock":{"big":500000},"pad":"'
+                   + pad + b'"}}\n')
+            s.recv_response("gone")
+        else:
+            s.send(b'{"jsonrpc":"2.0","id":"gone","method":"x","params":"' + pad)
+            wait_until(lambda s=s: unsent(s) == 0, what="the daemon reading a connection's unfinished line")
+        s.close()
+        wait_link_closed(d, link)
+    c = bus.client()
+    c.send(b'{"jsonrpc":"2.0","id":"inside","method":"x","params":"' + b"i" * 1_000_000)
+    wait_until(lambda: unsent(c) == 0, what="the daemon reading the unfinished line")
+    c.send(b'"}\n')
+    try:
+        c.recv_response("inside")
+    except ConnectionClosed:
+        raise AssertionError(f"a client holding 1 MB, alone, was closed under a budget of {budget} bytes "
+                             "once 16 clients had held half a MiB each and left: the budget still "
+                             "counts clients that are gone") from None
+    more = [bus.client() for _ in range(4)]
+    for s in more:
+        try:
+            s.send(b'{"jsonrpc":"2.0","id":"over","method":"x","params":"' + b"o" * 1_000_000)
+        except ConnectionClosed:
+            pass  # closed for the budget while it sent: what the wait below looks for
+    wait_until(lambda: any(s.closed_by_daemon for s in more), what="a client closed for the budget, "
+               f"4 unfinished lines of 1 MB against {budget} bytes")
