@@ -39,7 +39,6 @@ typedef struct sb_peer {
     int waiters; /* inputs paused on this output, or more (one that closed while paused) */
     int64_t full_since_ms;      /* SB-7.3.1-2: when out went over its cap; 0 = not */
     sb_client_state state;      /* clients only: see sb_client_enter */
-    bool routable;              /* worker: its lines are read and routed (set by its supervision) */
     bool in_eof;                /* its input reached its end (a held client keeps its line) */
     bool queued;                /* on the ready list: has buffered lines to process */
     bool active;                /* read since the last idle sweep */
@@ -49,9 +48,7 @@ typedef struct sb_peer {
     bool upstream_warned;       /* client: SB-I-52 said, until a worker request to it is recorded */
     int held_why;               /* client in SB_CLIENT_HELD: why (an sb_route_why) */
     int64_t bind_wait_since_ms; /* client: unbound, waiting for a worker of its own (SB-X-24) */
-    bool
-        close_when_written; /* worker: its client ended, its stdin closes once out is written (SB-X-19) */
-    size_t counted;         /* client: the bytes of its buffers in d->client_bytes (SB-X-17) */
+    size_t counted;             /* client: the bytes of its buffers in d->client_bytes (SB-X-17) */
     /* client, under limits.max_client_memory (SB-X-17): since when it has
      * held an unfinished line, and output it has not read (0: none); the
      * latter is reset once it has read unread_mark bytes of its queue */

@@ -94,7 +94,7 @@ void sb_relay_stdin_lost(sb_bus *d, sb_peer *p) {
     if (p->out_fd < 0)
         return;
     sb_relay_close_stdin(d, p);
-    sb_router_set_running(&d->router, p->index, false);
+    sb_worker_publish(&d->workers[p->index], &d->router); /* it takes no more messages */
     sb_list_push(&d->round.stdin_lost, p); /* supervision decides at the end of the round */
     sb_debug(p->name, "its stdin pipe closed");
 }
@@ -171,8 +171,9 @@ bool sb_relay_write(sb_bus *d, sb_peer *p) {
     if (d->limits->max_client_memory && p->kind == SB_PEER_CLIENT)
         sb_budget_note_unread(p); /* SB-X-17: it read */
     sb_watch_update(d, p);
-    if (p->close_when_written && sb_outq_len(&p->out) == 0) { /* SB-X-19 */
-        p->close_when_written = false;
+    sb_worker *w = p->kind == SB_PEER_WORKER ? &d->workers[p->index] : NULL;
+    if (w && w->close_when_written && sb_outq_len(&p->out) == 0) { /* SB-X-19 */
+        w->close_when_written = false;
         sb_relay_close_stdin(d, p);
     }
     sb_relay_close_if_flushed(d, p);
@@ -407,7 +408,7 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
     if (p->state == SB_CLIENT_CLOSING)
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-X-14 */
     while (!p->blocked_on && p->state != SB_CLIENT_DOOMED) {
-        if (p->kind == SB_PEER_WORKER && !p->routable)
+        if (p->kind == SB_PEER_WORKER && !sb_worker_routes_output(&d->workers[p->index]))
             break; /* a failed worker's further output is not routed */
         if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING &&
             d->phase != SB_PHASE_LINGER)

@@ -15,7 +15,7 @@ static bool may_read(const sb_bus *d, const sb_peer *p) {
         case SB_CLIENT_DOOMED:
             return false;
         }
-    return p->routable;
+    return sb_worker_routes_output(&d->workers[p->index]);
 }
 
 void sb_watch_update(sb_bus *d, sb_peer *p) {

@@ -1,6 +1,6 @@
 /* What a peer's fds are watched for in the loop: its input while it may
- * be read (by its client state, or for a worker the routable bit its
- * supervision sets), its output while bytes are queued. */
+ * be read (by its client state, or for a worker whether its state routes
+ * its output), its output while bytes are queued. */
 #ifndef SB_WATCH_H
 #define SB_WATCH_H
 

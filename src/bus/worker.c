@@ -13,40 +13,39 @@
 #include <unistd.h>
 
 const char *sb_worker_state_name(sb_worker_state s) {
-    static const char *const names[] = {"STARTING", "RUNNING", "STOPPING", "STOPPED"};
+    static const char *const names[] = {"STARTING", "RUNNING", "RETIRING",
+                                        "STOPPING", "MUTED",   "STOPPED"};
     return names[s];
-}
-
-/* What the relay needs of a worker's state and muting: whether its lines
- * are read and routed. */
-static void set_routable(sb_worker *w) {
-    w->peer.routable =
-        !w->muted && (w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_STOPPING);
 }
 
 /* Appendix B:
  *   STOPPED -> STARTING        spawn (fork/exec in progress)
  *   STARTING -> RUNNING        exec succeeded
  *   STARTING -> STOPPED        no process could be started
- *   RUNNING -> STOPPING        failed (5.3), its client left (SB-X-16), shutdown (10.2)
- *   RUNNING, STOPPING -> STOPPED   exited and reaped (7.1.2) */
-void sb_worker_enter(sb_worker *w, sb_worker_state to) {
+ *   RUNNING -> RETIRING        its client left (SB-X-16, SB-X-19)
+ *   RUNNING -> STOPPING        failed keeping its output (SB-I-40), shutdown (10.2)
+ *   RUNNING, RETIRING, STOPPING -> MUTED   failed for its output (5.3)
+ *   any but STARTING, STOPPED -> STOPPED   exited and reaped (7.1.2) */
+void sb_worker_enter(sb_worker *w, sb_worker_state to, sb_router *view) {
     static const unsigned char allowed[] = {
         [SB_WORKER_STARTING] = 1u << SB_WORKER_RUNNING | 1u << SB_WORKER_STOPPED,
-        [SB_WORKER_RUNNING] = 1u << SB_WORKER_STOPPING | 1u << SB_WORKER_STOPPED,
-        [SB_WORKER_STOPPING] = 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_RUNNING] = 1u << SB_WORKER_RETIRING | 1u << SB_WORKER_STOPPING |
+                              1u << SB_WORKER_MUTED | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_RETIRING] = 1u << SB_WORKER_MUTED | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_STOPPING] = 1u << SB_WORKER_MUTED | 1u << SB_WORKER_STOPPED,
+        [SB_WORKER_MUTED] = 1u << SB_WORKER_STOPPED,
         [SB_WORKER_STOPPED] = 1u << SB_WORKER_STARTING,
     };
     if (!(allowed[w->state] & 1u << to))
         sb_error(w->peer.name, "state %s -> %s is not a transition of Appendix B",
                  sb_worker_state_name(w->state), sb_worker_state_name(to));
     w->state = to;
-    set_routable(w);
+    sb_worker_publish(w, view);
 }
 
-void sb_worker_mute(sb_worker *w) {
-    w->muted = true;
-    set_routable(w);
+void sb_worker_publish(const sb_worker *w, sb_router *view) {
+    sb_router_set_running(
+        view, w->id, w->state == SB_WORKER_RUNNING && w->peer.in_fd >= 0 && w->peer.out_fd >= 0);
 }
 
 void sb_worker_name(sb_worker *w) {
@@ -109,7 +108,6 @@ int sb_worker_start(sb_worker *w) {
     w->peer.in_eof = false;
     w->peer.blocked_on = NULL;
     w->peer.full_since_ms = 0;
-    w->muted = false;
     sb_worker_name(w);
     sb_info(w->peer.name, "started %s", w->pool->resolved);
     return STDIO_BUS_OK;

@@ -6,16 +6,21 @@
 #include "config.h"
 #include "peer.h"
 #include "restart.h"
+#include "router.h"
 
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Appendix B. Only supervise.c changes a worker's state (sb_worker_init
- * sets the first, STOPPED). */
+/* Appendix B, with its STOPPING told apart by what the worker still does.
+ * Only supervise.c changes a worker's state (sb_worker_init sets the
+ * first, STOPPED), through sb_worker_enter. */
 typedef enum {
     SB_WORKER_STARTING = 0,
-    SB_WORKER_RUNNING,
-    SB_WORKER_STOPPING,
+    SB_WORKER_RUNNING,  /* takes messages while both its pipes are whole; its output is routed */
+    SB_WORKER_RETIRING, /* SB-X-19: its client left: it takes no one new, its output is routed,
+                           its stdin closes once written */
+    SB_WORKER_STOPPING, /* failed keeping its output (SB-I-40), or told to stop (10.2) */
+    SB_WORKER_MUTED,    /* failed (5.3): on its way out, its output no longer routed */
     SB_WORKER_STOPPED
 } sb_worker_state;
 
@@ -46,14 +51,16 @@ typedef struct {
     size_t relay_dropped;   /* stderr bytes dropped since last reported */
     long relay_dropped_lines;
     sb_restart_history restarts;
-    bool lost_stdout;   /* ... and it was its stdout (SB-I-46), not its stdin (SB-I-39) */
-    bool given_up;      /* max_restarts reached (SB-7.1.3-3) */
-    bool muted;         /* failed (5.3): its output is no longer routed */
-    bool retiring;      /* SB-X-19: its client left; it serves no one until it exits */
-    bool recycling;     /* SB-X-20: retiring, or exited, and to be restarted fresh */
-    bool term_sent;     /* SB-X-19: its stop grace is over, SIGTERM sent */
-    bool room_kill;     /* SB-X-23: SIGKILLed for a waiting client, not yet reaped */
-    int64_t retired_ms; /* SB-X-23: when it began retiring, the oldest gives way first */
+    bool lost_stdout;        /* ... and it was its stdout (SB-I-46), not its stdin (SB-I-39) */
+    bool given_up;           /* max_restarts reached (SB-7.1.3-3) */
+    bool recycling;          /* SB-X-20: retiring, or exited, and to be restarted fresh */
+    bool term_sent;          /* SB-X-19: its stop grace is over, SIGTERM sent */
+    bool room_kill;          /* SB-X-23: SIGKILLed for a waiting client, not yet reaped */
+    bool close_when_written; /* SB-X-19: retiring, its stdin closes once its queue is written */
+    /* SB-X-19, SB-X-23: when its client left (the oldest gives way first),
+     * kept once it is muted or exits, until its exit is handled; 0: its
+     * client has not left since it started */
+    int64_t retired_ms;
     char env_id[48];
     char env_pool[320];
 } sb_worker;
@@ -61,12 +68,21 @@ typedef struct {
 const char *sb_worker_state_name(sb_worker_state s);
 
 /* The one place a worker's state changes (Appendix B; its table of
- * transitions is in worker.c); it keeps peer.routable in step. Supervision
- * (supervise.c) decides when. */
-void sb_worker_enter(sb_worker *w, sb_worker_state to);
+ * transitions is in worker.c); the router's view of it follows
+ * (sb_worker_publish). Supervision (supervise.c) decides when. */
+void sb_worker_enter(sb_worker *w, sb_worker_state to, sb_router *view);
 
-/* A failed worker's further output is not routed (5.3). */
-void sb_worker_mute(sb_worker *w);
+/* The router's view of w, derived from its state and its pipes: it takes
+ * messages while RUNNING with both pipes whole. Called on every transition
+ * and when one of its pipes is lost. */
+void sb_worker_publish(const sb_worker *w, sb_router *view);
+
+/* Whether the lines w writes are read and routed: not once it failed for
+ * its output (5.3), nor before it runs or after it exited. */
+static inline bool sb_worker_routes_output(const sb_worker *w) {
+    return w->state == SB_WORKER_RUNNING || w->state == SB_WORKER_RETIRING ||
+           w->state == SB_WORKER_STOPPING;
+}
 
 /* Prepares a slot; allocates its stderr buffer and restart history.
  * Returns 0 or STDIO_BUS_ERR. */

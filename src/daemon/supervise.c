@@ -58,14 +58,14 @@ void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now) {
         }
         break;
     case SB_TIMER_KILL:
-        if (w->pid > 0 && w->retiring && !w->term_sent && d->phase < SB_PHASE_DRAINING) {
+        if (w->pid > 0 && w->retired_ms && !w->term_sent && d->phase < SB_PHASE_DRAINING) {
             /* SB-X-19: its stop grace is over */
             sb_warn(w->peer.name,
                     "did not exit within stop_grace_ms=%ld of its stdin closing: SIGTERM",
                     d->limits->stop_grace_ms);
             w->term_sent = true;
             sb_relay_close_stdin(d, &w->peer); /* what was not written by now never will be */
-            w->peer.close_when_written = false;
+            w->close_when_written = false;
             schedule(d, w, SB_TIMER_KILL, now + (int64_t)d->limits->drain_timeout_sec * 1000);
             sb_worker_signal(w, SIGTERM);
         } else if (w->pid > 0 && d->phase < SB_PHASE_DRAINING) {
@@ -115,12 +115,12 @@ static void recycled(sb_bus *d, sb_worker *w) {
 int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
     schedule(d, w, SB_TIMER_RESTART, 0);
     recycled(d, w);
-    sb_worker_enter(w, SB_WORKER_STARTING);
+    sb_worker_enter(w, SB_WORKER_STARTING, &d->router);
     if (sb_worker_start(w) < 0) {
-        sb_worker_enter(w, SB_WORKER_STOPPED);
+        sb_worker_enter(w, SB_WORKER_STOPPED, &d->router);
         return STDIO_BUS_ERR;
     }
-    sb_worker_enter(w, SB_WORKER_RUNNING);
+    sb_worker_enter(w, SB_WORKER_RUNNING, &d->router);
     d->live_workers++;
     w->peer.on_event = on_worker_event;
     if (sb_loop_add(&d->loop, w->peer.in_fd, POLLIN, on_worker_event, w) < 0 ||
@@ -130,7 +130,6 @@ int sb_supervise_spawn(sb_bus *d, sb_worker *w) {
         sb_supervise_fail(d, w, SB_MUTE_OUTPUT, "cannot be watched");
         return STDIO_BUS_ERR;
     }
-    sb_router_set_running(&d->router, w->id, true);
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: one more worker to go to */
     return STDIO_BUS_OK;
@@ -152,11 +151,12 @@ static void invalidate_sessions(sb_bus *d, sb_worker *w) {
  * a worker whose stdin broke keeps its output, so responses it wrote
  * before exiting still arrive (SB-I-40). */
 void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const char *fmt, ...) {
-    if (w->pid <= 0 || w->muted)
+    if (w->pid <= 0 || w->state == SB_WORKER_MUTED)
         return;
-    if (w->state == SB_WORKER_STOPPING) { /* already failed once; maybe now mute it */
+    if (w->state == SB_WORKER_STOPPING || w->state == SB_WORKER_RETIRING) {
+        /* already on its way out; maybe now mute it */
         if (output == SB_MUTE_OUTPUT) {
-            sb_worker_mute(w);
+            sb_worker_enter(w, SB_WORKER_MUTED, &d->router);
             sb_watch_update(d, &w->peer);
         }
         return;
@@ -168,12 +168,10 @@ void sb_supervise_fail(sb_bus *d, sb_worker *w, sb_fail_output output, const cha
     va_end(ap);
     sb_error(w->peer.name, "%s: %s", reason,
              w->reaped ? "the worker has exited already" : "terminating the worker");
-    w->muted = output == SB_MUTE_OUTPUT;
-    sb_router_set_running(&d->router, w->id, false);
+    sb_worker_enter(w, output == SB_MUTE_OUTPUT ? SB_WORKER_MUTED : SB_WORKER_STOPPING, &d->router);
     invalidate_sessions(d, w);
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
-    sb_worker_enter(w, SB_WORKER_STOPPING);
     schedule(d, w, SB_TIMER_KILL, sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
     sb_worker_signal(w, SIGTERM);
     if (w->peer.out_fd >= 0)
@@ -215,7 +213,7 @@ void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w) {
     sb_loop_del(&d->loop, p->in_fd);
     close(p->in_fd);
     p->in_fd = -1;
-    sb_router_set_running(&d->router, w->id, false);
+    sb_worker_publish(w, &d->router);
     if (w->state == SB_WORKER_RUNNING && d->phase < SB_PHASE_DRAINING &&
         !sb_timers_armed(&d->timers, sb_bus_timer(d, p, SB_TIMER_LOST))) {
         schedule(d, w, SB_TIMER_LOST, sb_now_ms() + SB_STDOUT_LOST_GRACE_MS);
@@ -253,7 +251,7 @@ static void discard_orphan(void *ctx, const sb_request *r) {
     orphan_ctx *oc = ctx;
     sb_peer *c = &oc->d->clients[r->sender];
     /* SB-7.1.2-4; a retired worker's are its departed client's (SB-X-19) */
-    sb_log(oc->w->retiring ? SB_LOG_INFO : SB_LOG_WARN, oc->w->peer.name,
+    sb_log(oc->w->retired_ms ? SB_LOG_INFO : SB_LOG_WARN, oc->w->peer.name,
            "pending request id=%.*s from %s discarded: worker exited", (int)r->id_len, r->id,
            c->name);
     sb_relay_send_error(oc->d, c, r->id, r->id_len, r->session, r->session_len, "worker exited");
@@ -268,7 +266,7 @@ static void drain_at_exit(sb_bus *d, sb_worker *w) {
     if (p->in_fd < 0)
         return;
     size_t left = sb_worker_pipe_pending(p->in_fd);
-    while (left > 0 && !w->muted && !p->blocked_on) {
+    while (left > 0 && w->state != SB_WORKER_MUTED && !p->blocked_on) {
         size_t avail;
         char *space = sb_frame_space(&p->in, &avail);
         if (!space) {
@@ -299,7 +297,8 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
         sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",
                 sb_frame_pending(&w->peer.in));
     /* An exit we asked for is news, not a warning. */
-    bool asked = d->phase >= SB_PHASE_DRAINING || w->retiring; /* SB-X-19: its client left */
+    bool retired = w->retired_ms != 0; /* SB-X-19: its client left */
+    bool asked = d->phase >= SB_PHASE_DRAINING || retired;
     sb_log_level level = asked ? SB_LOG_INFO : SB_LOG_WARN;
     if (WIFSIGNALED(status))
         sb_log(level, w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
@@ -308,8 +307,7 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
         sb_log(level, w->peer.name, "exited with status %d", WEXITSTATUS(status));
 
     /* SB-7.1.2-1..4, each step logged. */
-    sb_worker_enter(w, SB_WORKER_STOPPED);
-    sb_router_set_running(&d->router, w->id, false);
+    sb_worker_enter(w, SB_WORKER_STOPPED, &d->router);
     sb_info(w->peer.name, "state STOPPED");
     sb_supervise_close_fds(d, w);
     sb_info(w->peer.name, "pipes closed");
@@ -317,16 +315,16 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     orphan_ctx oc = {d, w};
     int discarded = sb_router_drop_worker(&d->router, w->id, discard_orphan, &oc);
     if (discarded)
-        sb_log(w->retiring ? SB_LOG_INFO : SB_LOG_WARN, w->peer.name,
-               "%d pending request(s) discarded", discarded);
+        sb_log(retired ? SB_LOG_INFO : SB_LOG_WARN, w->peer.name, "%d pending request(s) discarded",
+               discarded);
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: its ids are free */
     w->pid = -1;
     schedule(d, w, SB_TIMER_KILL, 0);
     schedule(d, w, SB_TIMER_LOST, 0);
 
-    bool retired = w->retiring;
-    w->retiring = w->term_sent = w->room_kill = w->peer.close_when_written = false;
+    w->retired_ms = 0;
+    w->term_sent = w->room_kill = w->close_when_written = false;
     if (sb_supervise_affinity_exited(d, w, retired))
         return; /* SB-X-15: a per-connection slot waits for its next connection */
     if (d->phase >= SB_PHASE_DRAINING) {
@@ -431,20 +429,18 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w) {
     if (w->pid <= 0 || w->state != SB_WORKER_RUNNING)
         return; /* already on its way out */
     sb_info(w->peer.name, "its client ended: closing its stdin, letting it exit");
-    w->retiring = true;
     w->retired_ms = sb_now_ms();
     if (!w->pool->per_connection && !w->recycling) { /* SB-X-20: back fresh once it exits */
         w->recycling = true;
         d->router.recycling++;
     }
-    sb_worker_enter(w, SB_WORKER_STOPPING);
-    sb_router_set_running(&d->router, w->id, false); /* no one new is bound to it */
+    sb_worker_enter(w, SB_WORKER_RETIRING, &d->router); /* no one new is bound to it */
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: fewer workers to wait for */
     if (sb_outq_len(&w->peer.out) == 0)
         sb_relay_close_stdin(d, &w->peer);
     else
-        w->peer.close_when_written = true; /* sb_relay_write closes it */
+        w->close_when_written = true; /* sb_relay_write closes it */
     schedule(d, w, SB_TIMER_KILL, sb_now_ms() + d->limits->stop_grace_ms);
     sb_watch_update(d, &w->peer);
 }

@@ -14,7 +14,7 @@
 static int serving(const sb_bus *d) {
     int n = 0;
     for (int i = 0; i < d->worker_count; i++)
-        if (d->workers[i].pid > 0 && !d->workers[i].retiring)
+        if (d->workers[i].pid > 0 && !d->workers[i].retired_ms)
             n++;
     return n;
 }
@@ -46,7 +46,7 @@ void sb_supervise_make_room(sb_bus *d) {
         sb_worker *w = &d->workers[i];
         if (w->pid > 0 && !w->reaped && w->room_kill)
             return; /* room is on its way: one slot per waiting client is enough */
-        if (w->pid > 0 && !w->reaped && w->retiring &&
+        if (w->pid > 0 && !w->reaped && w->retired_ms &&
             (!oldest || w->retired_ms < oldest->retired_ms))
             oldest = w;
     }

@@ -39,8 +39,7 @@ void sb_supervise_stop_all(sb_bus *d) {
         if (w->pid <= 0)
             continue;
         if (w->state == SB_WORKER_RUNNING)
-            sb_worker_enter(w, SB_WORKER_STOPPING);
-        sb_router_set_running(&d->router, w->id, false);
+            sb_worker_enter(w, SB_WORKER_STOPPING, &d->router);
         if (w->peer.out_fd >= 0)
             sb_relay_close_stdin(
                 d, &w->peer); /* its queue is dropped too, and no longer counts as full */

@@ -44,13 +44,12 @@ static void setup(void) {
     cr_assert_eq(pipe(to_worker), 0);
     cr_assert_eq(pipe(from_worker), 0);
     sb_worker *w = &d.workers[0];
-    w->state = SB_WORKER_RUNNING;
-    w->peer.routable = true;
     w->peer.out_fd = to_worker[1];
     w->peer.in_fd = from_worker[0];
     worker_stdin = to_worker[0];
     worker_stdout = from_worker[1];
-    sb_router_set_running(&d.router, 0, true);
+    sb_worker_enter(w, SB_WORKER_STARTING, &d.router);
+    sb_worker_enter(w, SB_WORKER_RUNNING, &d.router); /* the router's view follows */
 }
 
 static void teardown(void) {

@@ -74,7 +74,7 @@ static bool armed(int which) {
 Test(supervise, spawned_worker_runs_and_is_routed) {
     start("exec sleep 30");
     cr_assert_eq(w->state, SB_WORKER_RUNNING);
-    cr_assert(w->peer.routable);
+    cr_assert(sb_worker_routes_output(w));
     cr_assert(d.router.running[0]);
     cr_assert_gt(w->pid, 0);
     cr_assert_eq(d.live_workers, 1);
@@ -86,7 +86,7 @@ Test(supervise, exited_worker_is_stopped_and_its_restart_scheduled) {
     start("exit 3");
     reap_exit();
     cr_assert_eq(w->state, SB_WORKER_STOPPED);
-    cr_assert_not(w->peer.routable);
+    cr_assert_not(sb_worker_routes_output(w));
     cr_assert_not(d.router.running[0]);
     cr_assert_eq(w->pid, -1);
     cr_assert_eq(w->peer.in_fd, -1);
@@ -97,7 +97,8 @@ Test(supervise, exited_worker_is_stopped_and_its_restart_scheduled) {
 }
 
 /* 5.3: the relay reports a malformed line; supervision fails the worker:
- * STOPPING, its output muted, its stdin closed, SIGTERM, a kill timer. */
+ * MUTED (its output no longer routed), its stdin closed, SIGTERM, a kill
+ * timer. */
 Test(supervise, malformed_output_fails_the_worker) {
     start("echo not-json; exec sleep 30");
     struct pollfd pfd = {.fd = w->peer.in_fd, .events = POLLIN};
@@ -105,9 +106,8 @@ Test(supervise, malformed_output_fails_the_worker) {
     sb_relay_verdict v = sb_relay_read(&d, &w->peer);
     cr_assert_eq(v.event, SB_RELAY_MALFORMED);
     sb_supervise_verdict(&d, w, v);
-    cr_assert_eq(w->state, SB_WORKER_STOPPING);
-    cr_assert(w->muted);
-    cr_assert_not(w->peer.routable, "a failed worker's further output is not routed");
+    cr_assert_eq(w->state, SB_WORKER_MUTED);
+    cr_assert_not(sb_worker_routes_output(w), "a failed worker's further output is not routed");
     cr_assert_not(d.router.running[0]);
     cr_assert_eq(w->peer.out_fd, -1, "nothing more goes to it");
     cr_assert(armed(SB_TIMER_KILL));
@@ -141,4 +141,34 @@ Test(supervise, worker_lines_are_read_from_its_pipe) {
     sb_relay_verdict v = sb_relay_read(&d, &w->peer);
     cr_assert_eq(v.event, SB_RELAY_OK, "a notification without a session: dropped, not malformed");
     cr_assert_eq(w->state, SB_WORKER_RUNNING);
+}
+
+/* Issue 33: whether a worker takes messages lives in its state and pipes;
+ * the router's view is derived from them on every change. Its stdin lost,
+ * a worker still RUNNING takes no more messages, and its output is still
+ * routed (SB-I-40). */
+Test(supervise, router_view_follows_a_lost_stdin) {
+    start("exec sleep 30");
+    sb_relay_stdin_lost(&d, &w->peer);
+    cr_assert_eq(w->state, SB_WORKER_RUNNING);
+    cr_assert_not(d.router.running[0], "a worker whose stdin is lost takes no more messages");
+    cr_assert(sb_worker_routes_output(w));
+    sb_supervise_stdin_lost(&d);
+    cr_assert(armed(SB_TIMER_LOST), "failed if still alive a moment later (SB-I-39)");
+}
+
+/* SB-X-19: a retiring worker takes no one new, and what it writes is still
+ * routed; failed for its output meanwhile, it is MUTED and still counts as
+ * retired (recycled, SB-X-20, not restarted by policy). */
+Test(supervise, retiring_worker_takes_no_one_and_may_be_muted) {
+    start("exec sleep 30");
+    sb_supervise_retire(&d, w);
+    cr_assert_eq(w->state, SB_WORKER_RETIRING);
+    cr_assert_not(d.router.running[0]);
+    cr_assert(sb_worker_routes_output(w));
+    cr_assert_gt(w->retired_ms, 0);
+    sb_supervise_fail(&d, w, SB_MUTE_OUTPUT, "wrote a malformed line");
+    cr_assert_eq(w->state, SB_WORKER_MUTED);
+    cr_assert_not(sb_worker_routes_output(w));
+    cr_assert_gt(w->retired_ms, 0, "still retired: recycled once it exits");
 }
