@@ -19,7 +19,7 @@ bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired) {
         return false;
     int client;
     while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
-        sb_affinity_unbind(&d->router.affinity, client);
+        sb_router_unbind(&d->router, client);
         sb_peer *c = &d->clients[client];
         if (d->phase >= SB_PHASE_DRAINING || c->state == SB_CLIENT_DOOMED ||
             c->state == SB_CLIENT_CLOSING)

@@ -106,7 +106,7 @@ void sb_supervise_close_fds(sb_bus *d, sb_worker *w) {
 static void recycled(sb_bus *d, sb_worker *w) {
     if (w->recycling) {
         w->recycling = false;
-        d->router.recycling--;
+        sb_router_recycling(&d->router, -1);
         if (d->round.held.count)
             d->reoffer_held = true; /* those waiting for it bind elsewhere, or share */
     }
@@ -432,7 +432,7 @@ void sb_supervise_retire(sb_bus *d, sb_worker *w) {
     w->retired_ms = sb_now_ms();
     if (!w->pool->per_connection && !w->recycling) { /* SB-X-20: back fresh once it exits */
         w->recycling = true;
-        d->router.recycling++;
+        sb_router_recycling(&d->router, +1);
     }
     sb_worker_enter(w, SB_WORKER_RETIRING, &d->router); /* no one new is bound to it */
     if (d->round.held.count)

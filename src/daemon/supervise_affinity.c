@@ -93,7 +93,7 @@ bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
             refuse(d, c, "its worker could not be started");
             return false;
         }
-        sb_affinity_bind(&d->router.affinity, c->index, w->id);
+        sb_router_bind(&d->router, c->index, w->id);
         sb_info(c->name, "bound to %s, started for it", w->peer.name);
         return true;
     }
@@ -118,7 +118,7 @@ static void sb_supervise_client_ended(sb_bus *d, sb_peer *c) {
 static void sb_supervise_detach(sb_bus *d, sb_peer *c) {
     if (d->cfg->affinity == SB_AFFINITY_NONE)
         return;
-    int id = sb_affinity_unbind(&d->router.affinity, c->index);
+    int id = sb_router_unbind(&d->router, c->index);
     if (id >= 0 && d->phase < SB_PHASE_DRAINING && sb_affinity_count(&d->router.affinity, id) == 0)
         sb_supervise_retire(d, &d->workers[id]);
 }

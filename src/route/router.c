@@ -34,6 +34,18 @@ void sb_router_fini(sb_router *r) {
     memset(r, 0, sizeof *r);
 }
 
+void sb_router_recycling(sb_router *r, int delta) {
+    r->recycling += delta;
+}
+
+void sb_router_bind(sb_router *r, int client, int worker) {
+    sb_affinity_bind(&r->affinity, client, worker);
+}
+
+int sb_router_unbind(sb_router *r, int client) {
+    return sb_affinity_unbind(&r->affinity, client);
+}
+
 void sb_router_set_running(sb_router *r, int worker, bool running) {
     r->running[worker] = running;
 }

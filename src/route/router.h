@@ -110,14 +110,23 @@ void sb_router_fini(sb_router *r);
 
 void sb_router_set_running(sb_router *r, int worker, bool running);
 
+/* SB-X-20: one more worker (+1) is on its way back to idle after its
+ * client left, or one fewer (-1): while any is, a client waiting for an
+ * idle worker waits rather than being told none runs. */
+void sb_router_recycling(sb_router *r, int delta);
+
 /* Turns on connection affinity (SB-X-11..SB-X-15); call once, after init.
  * Returns 0 or STDIO_BUS_ERR (out of memory). With SB_AFFINITY_CONNECTION
  * a client is bound to the worker round-robin picks for its first message
  * without a sessionId; with SB_AFFINITY_EXCLUSIVE the caller binds it
- * (r->affinity, sb_affinity_bind) when it spawns the client's worker, and
+ * (sb_router_bind) when it spawns the client's worker, and
  * the client's new sessions go to that worker too. The caller unbinds a
  * client that leaves. */
 int sb_router_set_affinity(sb_router *r, sb_affinity_mode mode);
+/* SB-X-11, SB-X-15: binds client to worker; unbinds client, returning its
+ * worker or -1 (sb_affinity_bind, sb_affinity_unbind on r->affinity). */
+void sb_router_bind(sb_router *r, int client, int worker);
+int sb_router_unbind(sb_router *r, int client);
 
 /* A client connected: it counts toward the shares until it leaves
  * (sb_router_drop_client). */
