@@ -1,5 +1,6 @@
 #include "budget.h"
 #include "bus.h"
+#include "clock.h"
 
 /* Since when c has held output it has not read. The mark is the end of its
  * queue at that moment: once it has read that far, what it holds is newer,

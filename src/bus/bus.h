@@ -17,7 +17,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
 /* How a client ends, as supervision is told (sb_bus.client_end) */
 typedef enum {
@@ -135,12 +134,6 @@ typedef enum {
  * process is gone at once unless it is stuck in the kernel (uninterruptible
  * sleep), which the daemon must not wait on without bound. */
 #define SB_KILL_REAP_MS 1000
-
-static inline int64_t sb_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Timer ids in d->timers: the daemon's own, then SB_TIMERS_PER_PEER for
  * each worker, then as many for each client slot. A timer is armed where

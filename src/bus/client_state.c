@@ -1,4 +1,5 @@
 #include "client_state.h"
+#include "clock.h"
 #include "log.h"
 #include "watch.h"
 

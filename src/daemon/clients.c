@@ -2,6 +2,7 @@
 #include "budget.h"
 #include "bus_limits.h"
 #include "client_state.h"
+#include "clock.h"
 #include "log.h"
 #include "phase.h"
 #include "relay.h"

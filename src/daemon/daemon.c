@@ -5,6 +5,7 @@
 #include "bus.h"
 #include "bus_limits.h"
 #include "clients.h"
+#include "clock.h"
 #include "fdlimit.h"
 #include "listener.h"
 #include "log.h"

@@ -1,6 +1,7 @@
 #include "listener.h"
 #include "bus_limits.h"
 #include "clients.h"
+#include "clock.h"
 #include "log.h"
 #include "status.h"
 #include "supervise.h"

@@ -1,5 +1,6 @@
 #include "supervise.h"
 #include "affinity_exit.h"
+#include "clock.h"
 #include "log.h"
 #include "relay.h"
 #include "status.h"

@@ -2,6 +2,7 @@
  * SB-X-21): a connection's own worker and the end of a connection
  * reaching it. The connections a worker's exit ends: affinity_exit.c. */
 #include "client_state.h"
+#include "clock.h"
 #include "log.h"
 #include "supervise.h"
 

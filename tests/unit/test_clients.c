@@ -15,6 +15,7 @@
 #include "bus_limits.h"
 #include "client_state.h"
 #include "clients.h"
+#include "clock.h"
 #include "log.h"
 #include "relay.h"
 #include "status.h"

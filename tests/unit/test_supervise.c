@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bus_limits.h"
+#include "clock.h"
 #include "log.h"
 #include "phase.h"
 #include "relay.h"
