@@ -26,9 +26,6 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     d->cfg = cfg;
     d->limits = &cfg->limits;
     d->mode = opt->mode;
-    d->listener.fd = -1;
-    d->listener.spare_fd = -1;
-    d->signal_fd = -1;
     int slots = sb_bus_worker_slots(cfg);
     d->worker_count = slots;
     d->workers = calloc((size_t)slots, sizeof *d->workers);

@@ -7,7 +7,6 @@
 #include "cli.h"
 #include "config.h"
 #include "loop.h"
-#include "net.h"
 #include "peer.h"
 #include "round.h"
 #include "router.h"
@@ -32,24 +31,6 @@ typedef enum {
     SB_PHASE_KILLING,  /* SB-10.2-4: drain_timeout_sec passed, SIGKILL sent, awaiting the exits */
     SB_PHASE_DONE
 } sb_phase;
-
-/* Log lines that stderr could not take were dropped (log.c): stderr is
- * watched until it takes lines again (daemon.c). */
-typedef struct {
-    int state;          /* 1 = waiting for stderr, -1 = it failed, 0 = not watched */
-    unsigned failed_at; /* sb_log_clears when state became -1 */
-} sb_stderr_watch;
-
-/* The listening socket of the unix and tcp modes (listener.c). */
-typedef struct {
-    int fd;                /* -1 = none (stdio mode, or closed at shutdown) */
-    int spare_fd;          /* /dev/null, given up to accept-and-close when out of fds */
-    bool accept_failing;   /* an episode of failed accept()s is going on */
-    long accept_refused;   /* connections closed unserved in that episode */
-    bool waiting_for_slot; /* SB-X-21: accepting waits for a per_connection slot */
-    const char *unix_path;
-    sb_net_unix_id unix_id; /* the socket file we bound (SB-I-22) */
-} sb_listener;
 
 /* SB-X-22: under connection affinity the daemon is its workers'
  * descendants' reaper (supervise_strays.c). */
@@ -96,10 +77,7 @@ typedef struct sb_bus {
      * (SB-X-16). */
     void (*client_end)(struct sb_bus *d, sb_peer *c, sb_client_end how);
 
-    sb_listener listener; /* listener.c; closed at shutdown by daemon.c */
-    int signal_fd;
-    sb_stderr_watch stderr_watch; /* daemon.c */
-    int stdin_flags, stdout_flags;
+    int stdin_flags, stdout_flags; /* stdio mode: as found, given back at exit */
 
     sb_phase phase;   /* written by sb_phase_enter only */
     sb_timers timers; /* every deadline above and of each peer (SB_TIMER_*) */
@@ -167,6 +145,16 @@ enum {
 static inline int sb_bus_timer(const sb_bus *d, const sb_peer *p, int which) {
     int slot = p->kind == SB_PEER_WORKER ? p->index : d->worker_count + p->index;
     return SB_TIMER_PEERS + slot * SB_TIMERS_PER_PEER + which;
+}
+
+/* sb_bus_timer's inverse, for a peer's timer id (>= SB_TIMER_PEERS): which
+ * of its timers it is; *worker is its worker slot, or -1 and *client its
+ * client slot. */
+static inline int sb_bus_timer_decode(const sb_bus *d, int id, int *worker, int *client) {
+    int slot = (id - SB_TIMER_PEERS) / SB_TIMERS_PER_PEER;
+    *worker = slot < d->worker_count ? slot : -1;
+    *client = slot < d->worker_count ? -1 : slot - d->worker_count;
+    return (id - SB_TIMER_PEERS) % SB_TIMERS_PER_PEER;
 }
 
 static inline void sb_bus_arm(sb_bus *d, const sb_peer *p, int which, int64_t at) {

@@ -4,6 +4,7 @@
 #include "client_state.h"
 #include "clock.h"
 #include "log.h"
+#include "net.h"
 #include "phase.h"
 #include "relay.h"
 #include "status.h"

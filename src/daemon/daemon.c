@@ -14,6 +14,7 @@
 #include "relay.h"
 #include "signals.h"
 #include "status.h"
+#include "stderr_watch.h"
 #include "supervise.h"
 
 #include <errno.h>
@@ -24,30 +25,41 @@
 #include <string.h>
 #include <unistd.h>
 
+/* What the daemon's loop holds beside the bus, which no other part of the
+ * daemon reads: the listening socket, the stderr watch, the signal fd. */
+typedef struct {
+    sb_bus bus;
+    sb_listener listener;
+    sb_stderr_watch stderr_watch;
+    int signal_fd;
+} sb_daemon;
+
 /* ---- shutdown (spec 10) --------------------------------------------- */
 
-static void remove_socket_file(sb_bus *d) {
-    if (!sb_net_unlink_unix(d->listener.unix_path, &d->listener.unix_id)) /* SB-I-22 */
-        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", d->listener.unix_path);
-    d->listener.unix_path = NULL;
+static void remove_socket_file(sb_listener *ln) {
+    if (!sb_net_unlink_unix(ln->unix_path, &ln->unix_id)) /* SB-I-22 */
+        sb_warn(NULL, "unix:%s is no longer our socket file: left in place", ln->unix_path);
+    ln->unix_path = NULL;
 }
 
-static void begin_shutdown(sb_bus *d, const char *why) {
+static void begin_shutdown(sb_daemon *dm, const char *why) {
+    sb_bus *d = &dm->bus;
     if (d->phase >= SB_PHASE_DRAINING)
         return; /* SB-I-21: a second trigger changes nothing */
     sb_info(NULL, "shutting down (%s)", why);
     sb_phase_enter(d, SB_PHASE_DRAINING,
                    sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
-    if (d->listener.fd >= 0) { /* SB-10.2-1 */
-        sb_loop_del(&d->loop, d->listener.fd);
-        close(d->listener.fd);
-        d->listener.fd = -1;
+    sb_listener *ln = &dm->listener;
+    if (ln->fd >= 0) { /* SB-10.2-1 */
+        sb_loop_del(&d->loop, ln->fd);
+        close(ln->fd);
+        ln->fd = -1;
         sb_timers_disarm(&d->timers, SB_TIMER_ACCEPT);
-        if (d->listener.accept_failing)
+        if (ln->accept_failing)
             sb_info(NULL, "%ld connection(s) closed unserved since accept() last failed",
-                    d->listener.accept_refused);
-        if (d->listener.unix_path)
-            remove_socket_file(d);
+                    ln->accept_refused);
+        if (ln->unix_path)
+            remove_socket_file(ln);
     }
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
         if (d->clients[i].kind == SB_PEER_CLIENT)
@@ -66,7 +78,7 @@ static bool clients_flushed(const sb_bus *d) {
 /* ---- the loop ------------------------------------------------------- */
 
 static void on_signal_event(sb_loop *l, void *data, int fd, short revents) {
-    sb_bus *d = data;
+    sb_daemon *dm = data;
     (void)l;
     (void)fd;
     (void)revents;
@@ -76,7 +88,7 @@ static void on_signal_event(sb_loop *l, void *data, int fd, short revents) {
         if (sig == SIGCHLD)
             child = true;
         else if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) /* SB-3.1-6, SB-I-48 */
-            begin_shutdown(d, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGQUIT");
+            begin_shutdown(dm, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGQUIT");
         else /* SB-I-48: SIGHUP, SIGUSR1, SIGUSR2 */
             sb_info(NULL, "%s received: ignored (nothing to reload)",
                     sig == SIGHUP    ? "SIGHUP"
@@ -84,31 +96,11 @@ static void on_signal_event(sb_loop *l, void *data, int fd, short revents) {
                                      : "SIGUSR2");
     }
     if (child) /* SB-7.1.1-1 */
-        sb_supervise_reap(d);
+        sb_supervise_reap(&dm->bus);
 }
 
-/* Log lines that stderr could not take were dropped (log.c): the count is
- * written as soon as stderr takes lines again, even if no new line comes. */
-static void on_stderr_event(sb_loop *l, void *data, int fd, short revents) {
-    sb_bus *d = data;
-    (void)l;
-    int rc = revents & (POLLERR | POLLHUP | POLLNVAL) ? STDIO_BUS_ERR : sb_log_flush();
-    if (rc == 0)
-        return; /* still full: wait again */
-    sb_loop_del(&d->loop, fd);
-    d->stderr_watch.state = rc < 0 ? -1 : 0;
-    d->stderr_watch.failed_at = sb_log_clears;
-}
-
-static void tend_stderr(sb_bus *d) {
-    if (d->stderr_watch.state < 0 && d->stderr_watch.failed_at != sb_log_clears)
-        d->stderr_watch.state = 0; /* stderr took lines since it failed: watch it again */
-    if (d->stderr_watch.state == 0 &&
-        sb_loop_add(&d->loop, STDERR_FILENO, POLLOUT, on_stderr_event, d) == 0)
-        d->stderr_watch.state = 1;
-}
-
-static void finish_round(sb_bus *d) {
+static void finish_round(sb_daemon *dm) {
+    sb_bus *d = &dm->bus;
     /* Peers resumed after backpressure may hold complete lines that no new
      * read will announce. */
     for (int i = 0;; i++) {
@@ -142,7 +134,7 @@ static void finish_round(sb_bus *d) {
             sb_clients_close(d, p);
     }
     d->round.doomed.count = 0;
-    sb_listener_slot_freed(d); /* SB-X-21: a client's end may have freed one */
+    sb_listener_slot_freed(&dm->listener, d); /* SB-X-21: a client's end may have freed one */
 }
 
 /* Buffers of a client that has not sent anything for a sweep period go
@@ -202,9 +194,10 @@ static void check_pending_full(sb_bus *d) {
 
 /* The phase's deadline (its timer, the one place it is kept) passed with
  * something still to wait for. */
-static void phase_deadline_reached(sb_bus *d, int64_t now) {
+static void phase_deadline_reached(sb_daemon *dm, int64_t now) {
+    sb_bus *d = &dm->bus;
     if (d->phase == SB_PHASE_LINGER) {
-        begin_shutdown(d, "stdin EOF, drain_timeout_sec reached with requests in flight");
+        begin_shutdown(dm, "stdin EOF, drain_timeout_sec reached with requests in flight");
     } else if (d->phase == SB_PHASE_DRAINING) { /* SB-10.2-4 */
         sb_supervise_kill_remaining(d);
         sb_phase_enter(d, SB_PHASE_KILLING, now + SB_KILL_REAP_MS);
@@ -216,28 +209,28 @@ static void phase_deadline_reached(sb_bus *d, int64_t now) {
 
 /* Every timer due at `now`, earliest first. Timers re-armed at or before
  * `now` while firing wait for the next turn (which polls without waiting). */
-static void check_timers(sb_bus *d, int64_t now) {
+static void check_timers(sb_daemon *dm, int64_t now) {
+    sb_bus *d = &dm->bus;
     if (d->round.ending.count) /* answers routed last turn may have settled them */
         sb_clients_close_ended(d);
     int id;
     for (int n = d->timers.count; n > 0 && (id = sb_timers_take(&d->timers, now)) >= 0; n--) {
         switch (id) {
         case SB_TIMER_PHASE:
-            phase_deadline_reached(d, now);
+            phase_deadline_reached(dm, now);
             break;
         case SB_TIMER_SWEEP:
             sweep_idle(d, now);
             break;
         case SB_TIMER_ACCEPT:
-            sb_listener_resume(d);
+            sb_listener_resume(&dm->listener, d);
             break;
         default: {
-            int slot = (id - SB_TIMER_PEERS) / SB_TIMERS_PER_PEER;
-            int which = (id - SB_TIMER_PEERS) % SB_TIMERS_PER_PEER;
-            if (slot < d->worker_count)
-                sb_supervise_timer(d, &d->workers[slot], which, now);
+            int worker, client, which = sb_bus_timer_decode(d, id, &worker, &client);
+            if (worker >= 0)
+                sb_supervise_timer(d, &d->workers[worker], which, now);
             else
-                sb_clients_timer(d, &d->clients[slot - d->worker_count], which, now);
+                sb_clients_timer(d, &d->clients[client], which, now);
         }
         }
     }
@@ -256,13 +249,14 @@ static int poll_timeout(const sb_bus *d, int64_t now) {
 }
 
 /* The phase ends early once nothing is left to wait for. */
-static void check_phase(sb_bus *d) {
+static void check_phase(sb_daemon *dm) {
+    sb_bus *d = &dm->bus;
     if (d->phase == SB_PHASE_LINGER) {
         const sb_peer *c = &d->clients[0];
         bool client_done = c->kind != SB_PEER_CLIENT ||
                            (!sb_clients_has_pending(d, c) && sb_outq_len(&c->out) == 0);
         if (client_done)
-            begin_shutdown(d, "stdin EOF, nothing in flight");
+            begin_shutdown(dm, "stdin EOF, nothing in flight");
     }
     /* SB-X-22: and the strays killed are reaped, so that what they leave
      * comes back to the daemon, not to init */
@@ -274,7 +268,8 @@ static void check_phase(sb_bus *d) {
         sb_phase_enter(d, SB_PHASE_DONE, 0);
 }
 
-static void daemon_fini(sb_bus *d) {
+static void daemon_fini(sb_daemon *dm) {
+    sb_bus *d = &dm->bus;
     /* SB-10.2-5 */
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS && d->clients; i++)
         if (d->clients[i].kind == SB_PEER_CLIENT) {
@@ -290,14 +285,14 @@ static void daemon_fini(sb_bus *d) {
         sb_supervise_close_fds(d, &d->workers[i]);
         sb_worker_fini(&d->workers[i]);
     }
-    if (d->listener.fd >= 0) {
-        close(d->listener.fd);
-        if (d->listener.unix_path)
-            remove_socket_file(d);
+    if (dm->listener.fd >= 0) {
+        close(dm->listener.fd);
+        if (dm->listener.unix_path)
+            remove_socket_file(&dm->listener);
     }
-    if (d->listener.spare_fd >= 0)
-        close(d->listener.spare_fd);
-    if (d->signal_fd >= 0)
+    if (dm->listener.spare_fd >= 0)
+        close(dm->listener.spare_fd);
+    if (dm->signal_fd >= 0)
         sb_signals_close();
     if (d->mode == SB_MODE_STDIO) { /* give the terminal back as we found it */
         fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags);
@@ -307,37 +302,41 @@ static void daemon_fini(sb_bus *d) {
 }
 
 int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
-    sb_bus d;
+    sb_daemon dm = {.signal_fd = -1};
+    sb_bus *d = &dm.bus;
+    sb_listener_init(&dm.listener);
     sb_memory_tune();
     sb_fdlimit_raise(sb_bus_worker_slots(cfg));
-    int rc = sb_bus_init(&d, cfg, opt);
-    d.client_end = sb_supervise_client_end; /* SB-X-16, SB-X-19 */
+    int rc = sb_bus_init(d, cfg, opt);
+    d->client_end = sb_supervise_client_end; /* SB-X-16, SB-X-19 */
     if (rc == 0)
-        sb_supervise_reaper_start(&d); /* SB-X-22 */
+        sb_supervise_reaper_start(d); /* SB-X-22 */
     if (rc == 0) {
-        d.signal_fd = sb_signals_open();
-        if (d.signal_fd < 0 || sb_loop_add(&d.loop, d.signal_fd, POLLIN, on_signal_event, &d) < 0) {
+        dm.signal_fd = sb_signals_open();
+        if (dm.signal_fd < 0 ||
+            sb_loop_add(&d->loop, dm.signal_fd, POLLIN, on_signal_event, &dm) < 0) {
             sb_error(NULL, "cannot set up signal handling: %s", strerror(errno));
             rc = STDIO_BUS_ERR;
         }
     }
     /* Workers first, so a client's first line finds them running. */
-    for (int i = 0; rc == 0 && i < d.worker_count; i++) /* SB-3.1-2; SB-X-15: not per connection */
-        if (!d.workers[i].pool->per_connection && sb_supervise_spawn(&d, &d.workers[i]) < 0)
-            sb_supervise_restart_at(&d, &d.workers[i], sb_now_ms() + d.limits->restart_backoff_ms);
+    for (int i = 0; rc == 0 && i < d->worker_count; i++) /* SB-3.1-2; SB-X-15: not per connection */
+        if (!d->workers[i].pool->per_connection && sb_supervise_spawn(d, &d->workers[i]) < 0)
+            sb_supervise_restart_at(d, &d->workers[i], sb_now_ms() + d->limits->restart_backoff_ms);
     if (rc == 0)
-        rc = opt->mode == SB_MODE_STDIO ? sb_clients_start_stdio(&d) : sb_listener_start(&d, opt);
+        rc = opt->mode == SB_MODE_STDIO ? sb_clients_start_stdio(d)
+                                        : sb_listener_start(&dm.listener, d, opt);
     if (rc < 0) {
-        begin_shutdown(&d, "start-up failed");
-        while (d.phase != SB_PHASE_DONE) {
+        begin_shutdown(&dm, "start-up failed");
+        while (d->phase != SB_PHASE_DONE) {
             int64_t now = sb_now_ms();
-            check_timers(&d, now);
-            check_phase(&d);
-            if (d.phase == SB_PHASE_DONE)
+            check_timers(&dm, now);
+            check_phase(&dm);
+            if (d->phase == SB_PHASE_DONE)
                 break;
-            sb_loop_run_once(&d.loop, poll_timeout(&d, now));
+            sb_loop_run_once(&d->loop, poll_timeout(d, now));
         }
-        daemon_fini(&d);
+        daemon_fini(&dm);
         return 1;
     }
     sb_info(NULL, "stdio_bus %s ready: %d pool(s), %d worker(s), %s mode", SB_VERSION,
@@ -346,23 +345,23 @@ int sb_daemon_run(const sb_config *cfg, const sb_options *opt) {
             : opt->mode == SB_MODE_UNIX ? "unix"
                                         : "tcp");
 
-    while (d.phase != SB_PHASE_DONE) {
+    while (d->phase != SB_PHASE_DONE) {
         int64_t now = sb_now_ms();
-        check_timers(&d, now);
-        finish_round(&d);
-        check_phase(&d);
-        if (d.phase == SB_PHASE_DONE)
+        check_timers(&dm, now);
+        finish_round(&dm);
+        check_phase(&dm);
+        if (d->phase == SB_PHASE_DONE)
             break;
         if (sb_log_backlog())
-            tend_stderr(&d);
-        if (sb_loop_run_once(&d.loop, poll_timeout(&d, now)) < 0) {
+            sb_stderr_watch_tend(&dm.stderr_watch, &d->loop);
+        if (sb_loop_run_once(&d->loop, poll_timeout(d, now)) < 0) {
             sb_error(NULL, "poll failed: %s", strerror(errno));
-            begin_shutdown(&d, "poll failure");
+            begin_shutdown(&dm, "poll failure");
         }
-        finish_round(&d);
+        finish_round(&dm);
     }
-    sb_relay_flush(&d); /* what the last exits wrote, as far as clients take it */
+    sb_relay_flush(d); /* what the last exits wrote, as far as clients take it */
     sb_info(NULL, "shutdown complete");
-    daemon_fini(&d);
+    daemon_fini(&dm);
     return 0; /* SB-10.2-6 */
 }
