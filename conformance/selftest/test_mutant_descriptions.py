@@ -145,7 +145,7 @@ def test_nothing_is_written_unless_every_change_applies(tmp_path):
     shutil.copytree(SRC, tmp_path / "src")
     before = describe.sources(tmp_path / "src")
     p = write_mutant(tmp_path, "97-second-change-absent",
-                     'function = "sb_clients_close"\nfind = """\n            close(c->in_fd);\n"""\n'
+                     'function = "sb_clients_close"\nfind = """\n            close(c->peer.in_fd);\n"""\n'
                      'replace = """\n            (void)0;\n"""\n\n[[change]]\n'
                      'function = "sb_clients_close"\nfind = """\n    not there;\n"""\nreplace = ""\n')
     with pytest.raises(describe.MutantError, match="97-second-change-absent, change 2"):

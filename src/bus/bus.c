@@ -29,10 +29,8 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
     int slots = sb_bus_worker_slots(cfg);
     d->worker_count = slots;
     d->workers = calloc((size_t)slots, sizeof *d->workers);
-    d->clients = calloc(STDIO_BUS_MAX_CONNECTIONS, sizeof *d->clients);
-    d->free_clients = malloc(STDIO_BUS_MAX_CONNECTIONS * sizeof *d->free_clients);
     d->reaper.workers = malloc((size_t)(slots + SB_REAPER_SPARED) * sizeof *d->reaper.workers);
-    if (!d->workers || !d->clients || !d->free_clients || !d->reaper.workers ||
+    if (!d->workers || sb_client_table_init(&d->clients) < 0 || !d->reaper.workers ||
         sb_round_init(&d->round, slots, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
         sb_loop_init(&d->loop) < 0 ||
         sb_router_init(&d->router, slots, STDIO_BUS_MAX_CONNECTIONS) < 0 ||
@@ -42,11 +40,6 @@ int sb_bus_init(sb_bus *d, const sb_config *cfg, const sb_options *opt) {
         sb_error(NULL, "out of memory at start-up");
         return STDIO_BUS_ERR;
     }
-    /* Client slots are handed out from clients_fresh up (slot 0 first), so
-     * the table's pages are touched only as far as connections reach (RSS
-     * at start, issue 26); a never-used slot is all zero: SB_PEER_FREE. */
-    d->clients_fresh = 0;
-    d->free_count = 0;
     int id = 0;
     for (int p = 0; p < cfg->pool_count; p++) /* SB-I-13: ids in config order */
         for (int k = 0; k < slots_of(&cfg->pools[p]); k++, id++)
@@ -62,8 +55,7 @@ void sb_bus_fini(sb_bus *d) {
     sb_timers_fini(&d->timers);
     sb_loop_fini(&d->loop);
     free(d->workers);
-    free(d->clients);
-    free(d->free_clients);
+    sb_client_table_fini(&d->clients);
     free(d->reaper.workers);
     sb_round_fini(&d->round);
 }

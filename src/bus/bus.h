@@ -5,6 +5,7 @@
 #define SB_BUS_H
 
 #include "cli.h"
+#include "client_table.h"
 #include "config.h"
 #include "loop.h"
 #include "peer.h"
@@ -57,11 +58,7 @@ typedef struct sb_bus {
     int live_workers; /* processes not yet reaped */
     sb_reaper reaper; /* SB-X-22 */
 
-    sb_peer *clients;  /* STDIO_BUS_MAX_CONNECTIONS slots */
-    int *free_clients; /* slots returned, reused last-in first-out */
-    int free_count;
-    int clients_fresh; /* slots from here up were never used */
-    int client_count;
+    sb_client_table clients; /* handed out and returned by clients.c only */
 
     sb_round round;      /* the per-round lists (round.h) */
     bool reoffer_held;   /* an id was freed or the running workers changed: the held clients
@@ -75,7 +72,7 @@ typedef struct sb_bus {
      * is doomed; SB-X-19), before any other client is routed, so no one is
      * bound to its worker meanwhile; and by sb_clients_close when it is gone
      * (SB-X-16). */
-    void (*client_end)(struct sb_bus *d, sb_peer *c, sb_client_end how);
+    void (*client_end)(struct sb_bus *d, sb_client *c, sb_client_end how);
 
     int stdin_flags, stdout_flags; /* stdio mode: as found, given back at exit */
 
@@ -98,6 +95,18 @@ void sb_bus_fini(sb_bus *d);
  * instead of through a back-pointer in every peer or a global. */
 static inline sb_bus *sb_bus_of_loop(sb_loop *l) {
     return (sb_bus *)((char *)l - offsetof(sb_bus, loop));
+}
+
+/* The client whose connection p is (p->kind == SB_PEER_CLIENT): by its
+ * slot, the index it is known by. */
+static inline sb_client *sb_bus_client(sb_bus *d, const sb_peer *p) {
+    return &d->clients.at[p->index];
+}
+
+/* p's client state; a worker's is SB_CLIENT_FREE (its own is its
+ * sb_worker_state), so the relay asks the same question of every peer. */
+static inline sb_client_state sb_bus_client_state(const sb_bus *d, const sb_peer *p) {
+    return p->kind == SB_PEER_CLIENT ? d->clients.at[p->index].state : SB_CLIENT_FREE;
 }
 
 /* How a failed worker's own output is treated from the failure on. */

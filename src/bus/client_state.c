@@ -29,7 +29,7 @@ static int64_t seconds_from_now(int sec) {
  *   OPEN, DOOMED -> FREE               closed (OPEN: refused, SB-X-15)
  * Entering ENDING with all its input forwarded, or DOOMED, is the client's
  * end: d->client_end tells its worker's supervision at once (SB-X-19). */
-void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
+void sb_client_enter(sb_bus *d, sb_client *c, sb_client_state to) {
     enum {
         FREE = 1u << SB_CLIENT_FREE,
         OPEN = 1u << SB_CLIENT_OPEN,
@@ -48,23 +48,23 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
     };
     sb_client_state from = c->state;
     if (!(allowed[from] & 1u << to))
-        sb_error(c->name, "client state %s -> %s is not a transition", sb_client_state_name(from),
-                 sb_client_state_name(to));
+        sb_error(c->peer.name, "client state %s -> %s is not a transition",
+                 sb_client_state_name(from), sb_client_state_name(to));
     int64_t ending_by = 0;
     switch (from) { /* what the state left had */
     case SB_CLIENT_HELD:
-        sb_list_remove(&d->round.held, c);
-        sb_bus_disarm(d, c, SB_TIMER_HELD);
+        sb_list_remove(&d->round.held, &c->peer);
+        sb_bus_disarm(d, &c->peer, SB_TIMER_HELD);
         break;
     case SB_CLIENT_ENDING:
         if (d->mode != SB_MODE_STDIO) {
-            ending_by = sb_timers_deadline(&d->timers, sb_bus_timer(d, c, SB_TIMER_ENDING));
-            sb_list_remove(&d->round.ending, c);
-            sb_bus_disarm(d, c, SB_TIMER_ENDING);
+            ending_by = sb_timers_deadline(&d->timers, sb_bus_timer(d, &c->peer, SB_TIMER_ENDING));
+            sb_list_remove(&d->round.ending, &c->peer);
+            sb_bus_disarm(d, &c->peer, SB_TIMER_ENDING);
         }
         break;
     case SB_CLIENT_CLOSING:
-        sb_bus_disarm(d, c, SB_TIMER_CLOSING);
+        sb_bus_disarm(d, &c->peer, SB_TIMER_CLOSING);
         break;
     default:
         break;
@@ -78,36 +78,37 @@ void sb_client_enter(sb_bus *d, sb_peer *c, sb_client_state to) {
             return; /* sb_clients_open watches its fds */
         break;
     case SB_CLIENT_HELD:
-        sb_list_push(&d->round.held, c);
+        sb_list_push(&d->round.held, &c->peer);
         /* SB-I-45, SB-I-54: a client is never closed for waiting (issue 32:
          * an id squatted on every worker by others closed the innocent); an
          * ended input's answers are owed until drain_timeout_sec (SB-I-41) */
-        if (c->in_eof)
-            sb_bus_arm(d, c, SB_TIMER_HELD, seconds_from_now(d->limits->drain_timeout_sec));
+        if (c->peer.in_eof)
+            sb_bus_arm(d, &c->peer, SB_TIMER_HELD, seconds_from_now(d->limits->drain_timeout_sec));
         break;
     case SB_CLIENT_ENDING: /* stdio: the daemon lingers instead (SB-I-5) */
         if (d->mode != SB_MODE_STDIO) {
-            sb_list_push(&d->round.ending, c);
-            sb_bus_arm(d, c, SB_TIMER_ENDING, seconds_from_now(d->limits->drain_timeout_sec));
+            sb_list_push(&d->round.ending, &c->peer);
+            sb_bus_arm(d, &c->peer, SB_TIMER_ENDING,
+                       seconds_from_now(d->limits->drain_timeout_sec));
         }
-        if (from == SB_CLIENT_OPEN && !c->blocked_on && d->client_end) /* else lines wait */
+        if (from == SB_CLIENT_OPEN && !c->peer.blocked_on && d->client_end) /* else lines wait */
             d->client_end(d, c, SB_CLIENT_END_INPUT);
         break;
     case SB_CLIENT_CLOSING: {
         int64_t by = seconds_from_now(d->limits->drain_timeout_sec);
-        sb_bus_arm(d, c, SB_TIMER_CLOSING, ending_by && ending_by < by ? ending_by : by);
+        sb_bus_arm(d, &c->peer, SB_TIMER_CLOSING, ending_by && ending_by < by ? ending_by : by);
         break;
     }
     case SB_CLIENT_DOOMED:
-        sb_list_push(&d->round.doomed, c);
+        sb_list_push(&d->round.doomed, &c->peer);
         if (d->client_end) /* SB-X-19 */
             d->client_end(d, c, SB_CLIENT_END_DOOMED);
         break;
     }
-    sb_watch_update(d, c);
+    sb_watch_update(d, &c->peer);
 }
 
-void sb_client_doom(sb_bus *d, sb_peer *c) {
+void sb_client_doom(sb_bus *d, sb_client *c) {
     if (c->state != SB_CLIENT_DOOMED)
         sb_client_enter(d, c, SB_CLIENT_DOOMED);
 }

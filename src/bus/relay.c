@@ -14,7 +14,7 @@
 /* ---- lifecycle of peers ------------------------------------------- */
 
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
-    if (!p->queued && p->state != SB_CLIENT_DOOMED) {
+    if (!p->queued && sb_bus_client_state(d, p) != SB_CLIENT_DOOMED) {
         p->queued = true;
         sb_list_push(&d->round.ready, p);
     }
@@ -32,9 +32,9 @@ void sb_relay_release_held(sb_bus *d) {
     int n = d->round.held.count;
     d->round.held.count = 0; /* all leave it, in the order they were held */
     for (int i = 0; i < n; i++) {
-        sb_peer *c = d->round.held.at[i];
-        sb_client_enter(d, c, c->in_eof ? SB_CLIENT_ENDING : SB_CLIENT_OPEN);
-        sb_relay_mark_ready(d, c);
+        sb_client *c = sb_bus_client(d, d->round.held.at[i]);
+        sb_client_enter(d, c, c->peer.in_eof ? SB_CLIENT_ENDING : SB_CLIENT_OPEN);
+        sb_relay_mark_ready(d, &c->peer);
     }
 }
 
@@ -52,7 +52,7 @@ void sb_relay_release_waiters(sb_bus *d, sb_peer *out) {
         }
     }
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-        sb_peer *p = &d->clients[i];
+        sb_peer *p = &d->clients.at[i].peer;
         if (p->kind == SB_PEER_CLIENT && p->blocked_on == out) {
             p->blocked_on = NULL;
             sb_watch_update(d, p);
@@ -106,13 +106,13 @@ static void output_failed(sb_bus *d, sb_peer *p, int rc) {
     } else {
         sb_info(p->name, "client went away (%s)",
                 rc == STDIO_BUS_EOF ? "connection closed" : strerror(errno));
-        sb_client_doom(d, p);
+        sb_client_doom(d, sb_bus_client(d, p));
     }
 }
 
-void sb_relay_recount(sb_bus *d, sb_peer *c) {
+void sb_relay_recount(sb_bus *d, sb_client *c) {
     sb_budget_note_unread(c);
-    size_t now = c->in.cap + c->out.cap;
+    size_t now = c->peer.in.cap + c->peer.out.cap;
     d->client_bytes = d->client_bytes - c->counted + now;
     c->counted = now;
     if (d->client_bytes > d->limits->max_client_memory)
@@ -128,7 +128,7 @@ void sb_relay_recount(sb_bus *d, sb_peer *c) {
  * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
  * or interleaved (SB-I-26): each is appended whole behind the last. */
 void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from) {
-    if (p->state == SB_CLIENT_DOOMED || p->out_fd < 0)
+    if (p->out_fd < 0 || sb_bus_client_state(d, p) == SB_CLIENT_DOOMED)
         return;
     if (len >= SB_DIRECT_WRITE_MIN && sb_outq_len(&p->out) == 0) {
         int rc = sb_outq_send(&p->out, p->out_fd, line, len);
@@ -149,7 +149,7 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
         }
     }
     if (d->limits->max_client_memory && p->kind == SB_PEER_CLIENT)
-        sb_relay_recount(d, p); /* SB-X-17 */
+        sb_relay_recount(d, sb_bus_client(d, p)); /* SB-X-17 */
     if (sb_outq_over(&p->out)) {
         sb_relay_set_full(d, p, true);
         if (from && !from->blocked_on && from != p) {
@@ -170,14 +170,15 @@ bool sb_relay_write(sb_bus *d, sb_peer *p) {
     if (!sb_outq_over(&p->out))
         sb_relay_set_full(d, p, false); /* SB-7.3.1-3 */
     if (d->limits->max_client_memory && p->kind == SB_PEER_CLIENT)
-        sb_budget_note_unread(p); /* SB-X-17: it read */
+        sb_budget_note_unread(sb_bus_client(d, p)); /* SB-X-17: it read */
     sb_watch_update(d, p);
     sb_worker *w = p->kind == SB_PEER_WORKER ? &d->workers[p->index] : NULL;
     if (w && w->close_when_written && sb_outq_len(&p->out) == 0) { /* SB-X-19 */
         w->close_when_written = false;
         sb_relay_close_stdin(d, p);
     }
-    sb_relay_close_if_flushed(d, p);
+    if (p->kind == SB_PEER_CLIENT)
+        sb_relay_close_if_flushed(d, sb_bus_client(d, p));
     return true;
 }
 
@@ -186,7 +187,8 @@ void sb_relay_flush(sb_bus *d) {
     for (int i = 0; i < d->round.dirty.count; i++) {
         sb_peer *p = d->round.dirty.at[i];
         p->dirty = false;
-        if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED || p->out_fd < 0)
+        if (p->kind == SB_PEER_FREE || p->out_fd < 0 ||
+            sb_bus_client_state(d, p) == SB_CLIENT_DOOMED)
             continue;
         sb_relay_write(d, p);
     }
@@ -207,11 +209,11 @@ static void send_error_to(sb_bus *d, sb_peer *p, const char *id, size_t id_len, 
 
 /* SB-I-8: under orphan_policy "error", a request that can no longer be
  * answered gets a JSON-RPC error instead of silence. */
-void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_len, const char *sid,
-                         size_t sid_len, const char *why) {
-    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || !client || client->kind != SB_PEER_CLIENT)
+void sb_relay_send_error(sb_bus *d, sb_client *client, const char *id, size_t id_len,
+                         const char *sid, size_t sid_len, const char *why) {
+    if (d->cfg->orphan_policy != SB_ORPHAN_ERROR || !client || client->peer.kind != SB_PEER_CLIENT)
         return;
-    send_error_to(d, client, id, id_len, sid, sid_len, why);
+    send_error_to(d, &client->peer, id, id_len, sid, sid_len, why);
 }
 
 /* SB-I-52: likewise a worker's request that is not forwarded to its client. */
@@ -245,9 +247,9 @@ static const char *colon_after(const char *tokens) {
  * consumed, and nothing was recorded for it. A line that is not a JSON-RPC
  * message is consumed and its reason set in *malformed, for the caller's
  * verdict (SB-4.3-1). */
-static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t len,
+static bool route_from_client(sb_bus *d, sb_client *c, const char *line, size_t len,
                               sb_route_why *malformed) {
-    sb_route r = sb_router_from_client(&d->router, c->index, line, len);
+    sb_route r = sb_router_from_client(&d->router, c->peer.index, line, len);
     char tokens[200];
     switch (r.action) {
     case SB_ROUTE_IGNORE:
@@ -256,25 +258,26 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         c->held_why = (int)r.why;
         if (r.why == SB_WHY_NO_FREE_WORKER && !c->bind_wait_since_ms) { /* SB-X-24 */
             c->bind_wait_since_ms = sb_now_ms();
-            sb_bus_arm(d, c, SB_TIMER_BIND,
+            sb_bus_arm(d, &c->peer, SB_TIMER_BIND,
                        c->bind_wait_since_ms + (int64_t)d->limits->backpressure_timeout_sec * 1000);
-            sb_info(c->name,
+            sb_info(c->peer.name,
                     "waiting for a worker no other client is bound to (at most "
                     "backpressure_timeout_sec=%d)",
                     d->limits->backpressure_timeout_sec);
         } else if (r.why == SB_WHY_CLIENT_SHARE || r.why == SB_WHY_PENDING_FULL) {
             if (!c->share_warned) { /* SB-I-54: one warning per episode */
                 format_tokens(&r.fields, tokens, sizeof tokens);
-                sb_warn(c->name,
+                sb_warn(c->peer.name,
                         "holding its input:%s%s %s (%d requests of it pending): its next request "
                         "waits until some are answered",
                         tokens, colon_after(tokens), sb_router_why(r.why),
-                        sb_pending_count_sender(&d->router.requests, c->index));
+                        sb_pending_count_sender(&d->router.requests, c->peer.index));
             }
             c->share_warned = true;
         } else if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(c->name, "holding:%s%s %s", tokens, colon_after(tokens), sb_router_why(r.why));
+            sb_debug(c->peer.name, "holding:%s%s %s", tokens, colon_after(tokens),
+                     sb_router_why(r.why));
         }
         return false;
     case SB_ROUTE_REJECT:
@@ -283,10 +286,10 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
     case SB_ROUTE_DROP:
         format_tokens(&r.fields, tokens, sizeof tokens);
         if (r.why == SB_WHY_FOREIGN_SESSION)
-            sb_warn(c->name, "discarding message:%s%s %s (client slot %d)", tokens,
+            sb_warn(c->peer.name, "discarding message:%s%s %s (client slot %d)", tokens,
                     colon_after(tokens), sb_router_why(r.why), r.other);
         else
-            sb_warn(c->name, "discarding message:%s%s %s", tokens, colon_after(tokens),
+            sb_warn(c->peer.name, "discarding message:%s%s %s", tokens, colon_after(tokens),
                     sb_router_why(r.why));
         if (r.is_request)
             sb_relay_send_error(d, c, r.fields.id.raw, r.fields.id.raw_len, r.fields.session_id.raw,
@@ -296,20 +299,21 @@ static bool route_from_client(sb_bus *d, sb_peer *c, const char *line, size_t le
         sb_peer *w = &d->workers[r.target].peer;
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(c->name, "-> %s:%s%s", w->name, tokens, r.new_session ? " (new session)" : "");
+            sb_debug(c->peer.name, "-> %s:%s%s", w->name, tokens,
+                     r.new_session ? " (new session)" : "");
         }
         if (r.new_binding) { /* SB-X-11 */
-            sb_info(c->name, "bound to %s (affinity)", w->name);
+            sb_info(c->peer.name, "bound to %s (affinity)", w->name);
             if (c->bind_wait_since_ms) { /* SB-X-24: the wait is over */
                 c->bind_wait_since_ms = 0;
-                sb_bus_disarm(d, c, SB_TIMER_BIND);
+                sb_bus_disarm(d, &c->peer, SB_TIMER_BIND);
             }
         }
         if (c->share_warned && r.is_request) { /* SB-I-54: the episode is over */
             c->share_warned = false;
-            sb_info(c->name, "back within its share of the pending request table");
+            sb_info(c->peer.name, "back within its share of the pending request table");
         }
-        sb_relay_send(d, w, line, len, c); /* SB-5.1.1-3: the bytes as received */
+        sb_relay_send(d, w, line, len, &c->peer); /* SB-5.1.1-3: the bytes as received */
         return true;
     }
     case SB_ROUTE_TO_CLIENT:
@@ -330,12 +334,12 @@ static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, s
     case SB_ROUTE_DROP: /* SB-6.3.1-4, SB-6.3.2-3, SB-6.3.3 */
         format_tokens(&r.fields, tokens, sizeof tokens);
         if (r.why == SB_WHY_UPSTREAM_SHARE || r.why == SB_WHY_UPSTREAM_FULL) {
-            sb_peer *c = &d->clients[r.target]; /* SB-I-52: one warning per episode */
+            sb_client *c = &d->clients.at[r.target]; /* SB-I-52: one warning per episode */
             if (!c->upstream_warned)
                 sb_warn(w->name,
                         "discarding request:%s to %s: %s: its requests to that client are "
                         "discarded until it answers some",
-                        tokens, c->name, sb_router_why(r.why));
+                        tokens, c->peer.name, sb_router_why(r.why));
             c->upstream_warned = true;
             answer_worker(d, w, &r.fields, sb_router_why(r.why));
             break;
@@ -346,16 +350,16 @@ static sb_route_why route_from_worker(sb_bus *d, sb_peer *w, const char *line, s
             d->reoffer_held = true; /* an orphan's id is free again */
         break;
     case SB_ROUTE_TO_CLIENT: {
-        sb_peer *c = &d->clients[r.target];
+        sb_client *c = &d->clients.at[r.target];
         if (sb_log_enabled(SB_LOG_DEBUG)) {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_debug(w->name, "-> %s:%s", c->name, tokens);
+            sb_debug(w->name, "-> %s:%s", c->peer.name, tokens);
         }
         if (c->upstream_warned && r.fields.method.type && r.fields.id.type) {
             c->upstream_warned = false; /* SB-I-52: a request to it was recorded again */
-            sb_info(c->name, "owes answers to fewer worker requests than its share again");
+            sb_info(c->peer.name, "owes answers to fewer worker requests than its share again");
         }
-        sb_relay_send(d, c, line, len, w); /* SB-4.2.3-3: pass-through */
+        sb_relay_send(d, &c->peer, line, len, w); /* SB-4.2.3-3: pass-through */
         if (d->round.held.count && (r.fields.result.type || r.fields.error.type))
             d->reoffer_held = true; /* a pending id is free again */
         break;
@@ -376,57 +380,57 @@ static sb_relay_verdict verdict(sb_relay_event event, sb_route_why why) {
  * they are read, past its held request: the worker may answer nothing
  * until it has them, and the held request waits for one of its answers.
  * The other lines stay in their order behind the held one. */
-static void route_answers_ahead(sb_bus *d, sb_peer *c) {
+static void route_answers_ahead(sb_bus *d, sb_client *c) {
     const char *line;
     long n;
     char tokens[200];
-    while (!c->blocked_on && (n = sb_frame_peek(&c->in, &line)) > 0) {
-        sb_route r = sb_router_answer_from_client(&d->router, c->index, line, (size_t)n);
+    while (!c->peer.blocked_on && (n = sb_frame_peek(&c->peer.in, &line)) > 0) {
+        sb_route r = sb_router_answer_from_client(&d->router, c->peer.index, line, (size_t)n);
         if (r.action == SB_ROUTE_HOLD) {
-            sb_frame_pass(&c->in, (size_t)n);
+            sb_frame_pass(&c->peer.in, (size_t)n);
             continue;
         }
         if (r.action == SB_ROUTE_TO_WORKER) {
-            sb_relay_send(d, &d->workers[r.target].peer, line, (size_t)n, c);
+            sb_relay_send(d, &d->workers[r.target].peer, line, (size_t)n, &c->peer);
         } else {
             format_tokens(&r.fields, tokens, sizeof tokens);
-            sb_warn(c->name, "discarding message:%s%s %s", tokens, colon_after(tokens),
+            sb_warn(c->peer.name, "discarding message:%s%s %s", tokens, colon_after(tokens),
                     sb_router_why(r.why));
         }
-        sb_frame_cut(&c->in, (size_t)n);
+        sb_frame_cut(&c->peer.in, (size_t)n);
     }
-    sb_watch_update(d, c); /* read while its buffer has room */
+    sb_watch_update(d, &c->peer); /* read while its buffer has room */
 }
 
 sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
     const char *line;
     long n;
     bool moved = false;
-    if (p->state == SB_CLIENT_HELD) {
-        route_answers_ahead(d, p); /* SB-I-54: its next request waits, not its answers */
+    sb_client *c = p->kind == SB_PEER_CLIENT ? sb_bus_client(d, p) : NULL; /* else a worker */
+    if (c && c->state == SB_CLIENT_HELD) {
+        route_answers_ahead(d, c); /* SB-I-54: its next request waits, not its answers */
         return verdict(SB_RELAY_OK, SB_WHY_NONE);
     }
-    if (p->state == SB_CLIENT_CLOSING)
+    if (c && c->state == SB_CLIENT_CLOSING)
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-X-14 */
-    while (!p->blocked_on && p->state != SB_CLIENT_DOOMED) {
-        if (p->kind == SB_PEER_WORKER && !sb_worker_routes_output(&d->workers[p->index]))
+    while (!p->blocked_on && !(c && c->state == SB_CLIENT_DOOMED)) {
+        if (!c && !sb_worker_routes_output(&d->workers[p->index]))
             break; /* a failed worker's further output is not routed */
-        if (p->kind == SB_PEER_CLIENT && d->phase != SB_PHASE_SERVING &&
-            d->phase != SB_PHASE_LINGER)
+        if (c && d->phase != SB_PHASE_SERVING && d->phase != SB_PHASE_LINGER)
             break;
         n = sb_frame_next(&p->in, &line);
         if (n == STDIO_BUS_EAGAIN)
             break;
         if (n == STDIO_BUS_EFULL)
             return verdict(SB_RELAY_OVERFLOW, SB_WHY_NONE);
-        if (p->kind == SB_PEER_CLIENT) {
+        if (c) {
             moved = true;
             sb_route_why malformed = SB_WHY_NONE;
-            if (!route_from_client(d, p, line, (size_t)n, &malformed)) {
+            if (!route_from_client(d, c, line, (size_t)n, &malformed)) {
                 sb_frame_unread(&p->in, (size_t)n);
                 sb_frame_hold(&p->in, (size_t)n);
-                sb_client_enter(d, p, SB_CLIENT_HELD);
-                route_answers_ahead(d, p);
+                sb_client_enter(d, c, SB_CLIENT_HELD);
+                route_answers_ahead(d, c);
                 break;
             }
             if (malformed != SB_WHY_NONE)
@@ -437,15 +441,15 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
                 return verdict(SB_RELAY_MALFORMED, why);
         }
     }
-    if (p->kind == SB_PEER_CLIENT && d->limits->max_client_memory)
-        sb_budget_note_unfinished(p, moved); /* SB-X-17 */
+    if (c && d->limits->max_client_memory)
+        sb_budget_note_unfinished(c, moved); /* SB-X-17 */
     return verdict(SB_RELAY_OK, SB_WHY_NONE);
 }
 
 sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     if (p->blocked_on)
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* paused: its buffered lines go first */
-    if (p->state == SB_CLIENT_HELD && !sb_frame_room(&p->in))
+    if (sb_bus_client_state(d, p) == SB_CLIENT_HELD && !sb_frame_room(&p->in))
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-54: held, its buffer full */
     size_t avail;
     errno = 0;
@@ -473,7 +477,7 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     if (p->kind == SB_PEER_CLIENT) {
         p->active = true;
         if (d->limits->max_client_memory)
-            sb_relay_recount(d, p); /* SB-X-17: its input buffer may have grown */
+            sb_relay_recount(d, sb_bus_client(d, p)); /* SB-X-17: its input buffer may have grown */
         if (!sb_timers_armed(&d->timers, SB_TIMER_SWEEP))
             sb_timers_arm(&d->timers, SB_TIMER_SWEEP, sb_now_ms() + SB_IDLE_SWEEP_MS);
     }
@@ -481,7 +485,7 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
 }
 
 /* A closing client whose output queue is empty is closed now. */
-void sb_relay_close_if_flushed(sb_bus *d, sb_peer *c) {
-    if (c->state == SB_CLIENT_CLOSING && sb_outq_len(&c->out) == 0)
+void sb_relay_close_if_flushed(sb_bus *d, sb_client *c) {
+    if (c->state == SB_CLIENT_CLOSING && sb_outq_len(&c->peer.out) == 0)
         sb_client_doom(d, c);
 }

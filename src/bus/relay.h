@@ -52,7 +52,7 @@ void sb_relay_stdin_lost(sb_bus *d, sb_peer *p);
 /* SB-X-17: with limits.max_client_memory set, brings d->client_bytes up to
  * date with client c's buffers (call after they may have grown or shrunk);
  * d->over_budget is set when the sum goes over the budget. */
-void sb_relay_recount(sb_bus *d, sb_peer *c);
+void sb_relay_recount(sb_bus *d, sb_client *c);
 /* Queues one line for p; from (may be NULL) is paused when p's queue goes
  * over its cap. */
 void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from);
@@ -65,20 +65,20 @@ void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer 
 bool sb_relay_write(sb_bus *d, sb_peer *p); /* false: the write failed */
 /* sb_relay_write for each output that gathered bytes this round. */
 void sb_relay_flush(sb_bus *d);
-void sb_relay_send_error(sb_bus *d, sb_peer *client, const char *id, size_t id_len, const char *sid,
-                         size_t sid_len, const char *why);
+void sb_relay_send_error(sb_bus *d, sb_client *client, const char *id, size_t id_len,
+                         const char *sid, size_t sid_len, const char *why);
 /* Routes every complete buffered line of p until it is paused, held,
  * closed, or a worker's line calls for its supervision. */
 sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p);
 /* One read from p's input, then sb_relay_process. */
 sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p);
 /* A closing client (SB-X-14) whose output queue is empty is doomed now. */
-void sb_relay_close_if_flushed(sb_bus *d, sb_peer *c);
+void sb_relay_close_if_flushed(sb_bus *d, sb_client *c);
 /* SB-X-21: writes, now, a notification telling a client it is refused. */
-void sb_relay_notify_refused(sb_peer *client, const char *why);
+void sb_relay_notify_refused(sb_client *client, const char *why);
 /* SB-X-24: the same notice, queued after what the client is owed already,
  * and the client is closed once its output is written (or after
  * drain_timeout_sec, as SB-X-14). */
-void sb_relay_refuse(sb_bus *d, sb_peer *client, const char *why);
+void sb_relay_refuse(sb_bus *d, sb_client *client, const char *why);
 
 #endif

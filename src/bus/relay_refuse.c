@@ -17,21 +17,21 @@ static int refusal(char *line, size_t size, const char *why) {
 /* SB-X-21: a client the daemon closes before it could be served is told
  * why, in one notification written now (a fresh connection's socket buffer
  * holds it), since nothing of it is pending to answer with an error. */
-void sb_relay_notify_refused(sb_peer *client, const char *why) {
+void sb_relay_notify_refused(sb_client *client, const char *why) {
     char line[512];
     int n = refusal(line, sizeof line, why);
-    if (n && client->out_fd >= 0) {
-        ssize_t w = write(client->out_fd, line, (size_t)n);
+    if (n && client->peer.out_fd >= 0) {
+        ssize_t w = write(client->peer.out_fd, line, (size_t)n);
         (void)w; /* best effort: the connection is closed next either way */
     }
 }
 
-void sb_relay_refuse(sb_bus *d, sb_peer *client, const char *why) {
+void sb_relay_refuse(sb_bus *d, sb_client *client, const char *why) {
     char line[512];
     int n = refusal(line, sizeof line, why);
     if (n)
-        sb_relay_send(d, client, line, (size_t)n, NULL);
+        sb_relay_send(d, &client->peer, line, (size_t)n, NULL);
     sb_client_enter(d, client, SB_CLIENT_CLOSING);
-    if (!client->dirty)
+    if (!client->peer.dirty)
         sb_relay_close_if_flushed(d, client);
 }

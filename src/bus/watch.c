@@ -1,10 +1,10 @@
 #include "watch.h"
 
-static bool may_read(const sb_bus *d, const sb_peer *p) {
+static bool may_read(const sb_bus *d, const sb_peer *p, sb_client_state state) {
     if (p->in_fd < 0 || p->in_eof || p->blocked_on)
         return false;
     if (p->kind == SB_PEER_CLIENT)
-        switch (p->state) {
+        switch (state) {
         case SB_CLIENT_OPEN:
             return d->phase == SB_PHASE_SERVING; /* SB-I-21: stop reading clients at shutdown */
         case SB_CLIENT_HELD: /* SB-I-54: read for its answers while its buffer has room */
@@ -19,8 +19,9 @@ static bool may_read(const sb_bus *d, const sb_peer *p) {
 }
 
 void sb_watch_update(sb_bus *d, sb_peer *p) {
-    short in_events = may_read(d, p) ? POLLIN : 0;
-    short out_events = sb_outq_len(&p->out) && p->state != SB_CLIENT_DOOMED ? POLLOUT : 0;
+    sb_client_state state = sb_bus_client_state(d, p); /* a worker's: FREE */
+    short in_events = may_read(d, p, state) ? POLLIN : 0;
+    short out_events = sb_outq_len(&p->out) && state != SB_CLIENT_DOOMED ? POLLOUT : 0;
     if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */
         p->in_parked = false;
         if (sb_loop_add(&d->loop, p->in_fd,

@@ -20,15 +20,15 @@ bool sb_supervise_affinity_exited(sb_bus *d, sb_worker *w, bool retired) {
     int client;
     while ((client = sb_affinity_first(&d->router.affinity, w->id)) >= 0) {
         sb_router_unbind(&d->router, client);
-        sb_peer *c = &d->clients[client];
+        sb_client *c = &d->clients.at[client];
         if (d->phase >= SB_PHASE_DRAINING || c->state == SB_CLIENT_DOOMED ||
             c->state == SB_CLIENT_CLOSING)
             continue;
         /* retired: the client ended first (SB-X-19), its worker's exit is news */
-        sb_log(retired ? SB_LOG_INFO : SB_LOG_WARN, c->name,
+        sb_log(retired ? SB_LOG_INFO : SB_LOG_WARN, c->peer.name,
                "its worker %d exited: closing the connection once its output is written", w->id);
         sb_client_enter(d, c, SB_CLIENT_CLOSING);
-        if (!c->dirty)
+        if (!c->peer.dirty)
             sb_relay_close_if_flushed(d, c);
     }
     return w->pool->per_connection;

@@ -20,92 +20,85 @@ static void on_client_event(sb_loop *l, void *data, int fd, short revents);
 
 /* ---- clients -------------------------------------------------------- */
 
-sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
-    int slot;
-    if (d->free_count > 0) /* the last returned slot first, then never-used ones */
-        slot = d->free_clients[--d->free_count];
-    else if (d->clients_fresh < STDIO_BUS_MAX_CONNECTIONS)
-        slot = d->clients_fresh++;
-    else
+sb_client *sb_clients_open(sb_bus *d, int in_fd, int out_fd) {
+    sb_client *c = sb_client_table_take(&d->clients);
+    if (!c)
         return NULL;
-    sb_peer *c = &d->clients[slot];
-    memset(c, 0, sizeof *c);
-    c->kind = SB_PEER_CLIENT;
-    c->index = slot;
-    c->in_fd = in_fd;
-    c->out_fd = out_fd;
-    c->on_event = on_client_event;
+    int slot = c->peer.index;
+    c->peer.kind = SB_PEER_CLIENT;
+    c->peer.in_fd = in_fd;
+    c->peer.out_fd = out_fd;
+    c->peer.on_event = on_client_event;
     sb_client_enter(d, c, SB_CLIENT_OPEN);
-    sb_frame_init(&c->in, d->limits->max_input_buffer);
-    sb_outq_init(&c->out, d->limits->max_output_queue);
+    sb_frame_init(&c->peer.in, d->limits->max_input_buffer);
+    sb_outq_init(&c->peer.out, d->limits->max_output_queue);
     if (in_fd == out_fd)
-        snprintf(c->name, sizeof c->name, "client fd=%d", in_fd);
+        snprintf(c->peer.name, sizeof c->peer.name, "client fd=%d", in_fd);
     else
-        snprintf(c->name, sizeof c->name, "client stdio");
+        snprintf(c->peer.name, sizeof c->peer.name, "client stdio");
     if (sb_loop_add(&d->loop, in_fd, POLLIN, on_client_event, c) < 0 ||
         (out_fd != in_fd && sb_loop_add(&d->loop, out_fd, 0, on_client_event, c) < 0)) {
         sb_loop_del(&d->loop, in_fd);
         sb_client_enter(d, c, SB_CLIENT_FREE);
-        c->kind = SB_PEER_FREE;
-        d->free_clients[d->free_count++] = slot;
+        c->peer.kind = SB_PEER_FREE;
+        sb_client_table_give_back(&d->clients, c);
         return NULL;
     }
-    d->client_count++;
     sb_router_add_client(&d->router, slot); /* SB-I-51: it has a share from now on */
     return c;
 }
 
 static void log_client_request_dropped(void *ctx, const sb_request *r) {
-    sb_peer *c = ctx;
-    sb_debug(c->name, "pending request id=%.*s to worker %d discarded", (int)r->id_len, r->id,
+    sb_client *c = ctx;
+    sb_debug(c->peer.name, "pending request id=%.*s to worker %d discarded", (int)r->id_len, r->id,
              r->receiver);
 }
 
 /* What a close discards of its input: complete lines not routed yet (held,
  * SB-I-45, or not reached), and a partial line (SB-I-25). */
-static void log_unrouted_input(const sb_peer *c, bool with_partial) {
+static void log_unrouted_input(const sb_client *c, bool with_partial) {
     size_t partial;
-    size_t lines = sb_frame_unreturned_lines(&c->in, &partial);
+    size_t lines = sb_frame_unreturned_lines(&c->peer.in, &partial);
     if (lines)
-        sb_warn(c->name, "%zu complete line(s) not routed yet discarded", lines);
+        sb_warn(c->peer.name, "%zu complete line(s) not routed yet discarded", lines);
     if (partial && with_partial)
-        sb_warn(c->name, "%zu byte(s) after the last newline discarded", partial);
+        sb_warn(c->peer.name, "%zu byte(s) after the last newline discarded", partial);
 }
 
-void sb_clients_close(sb_bus *d, sb_peer *c) {
-    if (sb_frame_pending(&c->in)) /* stdio's partial line was told of at its EOF */
-        log_unrouted_input(c, c->in_fd >= 0);
+void sb_clients_close(sb_bus *d, sb_client *c) {
+    if (sb_frame_pending(&c->peer.in)) /* stdio's partial line was told of at its EOF */
+        log_unrouted_input(c, c->peer.in_fd >= 0);
     int pending; /* SB-7.2-1..3, SB-I-23 */
     int sessions =
-        sb_router_drop_client(&d->router, c->index, log_client_request_dropped, c, &pending);
+        sb_router_drop_client(&d->router, c->peer.index, log_client_request_dropped, c, &pending);
     if (d->client_end)
         d->client_end(d, c, SB_CLIENT_END_GONE); /* SB-X-16 */
-    sb_info(c->name, "disconnected: %d session(s) invalidated, %d pending request(s) discarded",
-            sessions, pending);
+    sb_info(c->peer.name,
+            "disconnected: %d session(s) invalidated, %d pending request(s) discarded", sessions,
+            pending);
     if (pending)
         sb_supervise_shed_orphans(d); /* SB-I-53 */
     for (int which = 0; which < SB_TIMERS_PER_PEER; which++)
-        sb_bus_disarm(d, c, which);
-    sb_relay_release_waiters(d, c);
-    if (c->in_fd >= 0) {
-        sb_loop_del(&d->loop, c->in_fd);
-        if (c->in_fd > STDERR_FILENO)
-            close(c->in_fd);
+        sb_bus_disarm(d, &c->peer, which);
+    sb_relay_release_waiters(d, &c->peer);
+    if (c->peer.in_fd >= 0) {
+        sb_loop_del(&d->loop, c->peer.in_fd);
+        if (c->peer.in_fd > STDERR_FILENO)
+            close(c->peer.in_fd);
     }
-    if (c->out_fd >= 0 && c->out_fd != c->in_fd) {
-        sb_loop_del(&d->loop, c->out_fd);
-        if (c->out_fd > STDERR_FILENO)
-            close(c->out_fd);
+    if (c->peer.out_fd >= 0 && c->peer.out_fd != c->peer.in_fd) {
+        sb_loop_del(&d->loop, c->peer.out_fd);
+        if (c->peer.out_fd > STDERR_FILENO)
+            close(c->peer.out_fd);
     }
-    sb_frame_fini(&c->in);
-    sb_outq_fini(&c->out);
+    sb_frame_fini(&c->peer.in);
+    sb_outq_fini(&c->peer.out);
     d->client_bytes -= c->counted; /* SB-X-17 */
     c->counted = 0;
     sb_client_enter(d, c, SB_CLIENT_FREE);
-    c->kind = SB_PEER_FREE;
-    c->in_fd = c->out_fd = -1;
-    d->free_clients[d->free_count++] = c->index;
-    d->client_count--;
+    c->peer.kind = SB_PEER_FREE;
+    c->peer.in_fd = c->peer.out_fd = -1;
+    sb_client_table_give_back(&d->clients, c);
     if (d->mode == SB_MODE_STDIO && d->phase < SB_PHASE_DRAINING) {
         sb_info(NULL, "the stdio client is gone: shutting down");
         sb_phase_enter(d, SB_PHASE_LINGER, sb_now_ms()); /* nothing left to deliver to */
@@ -120,12 +113,12 @@ void sb_clients_enforce_budget(sb_bus *d) {
     size_t budget = d->limits->max_client_memory, held = d->client_bytes;
     for (int i = 0; i < d->round.doomed.count; i++)
         if (d->round.doomed.at[i]->kind == SB_PEER_CLIENT)
-            held -= d->round.doomed.at[i]->counted;
+            held -= sb_bus_client(d, d->round.doomed.at[i])->counted;
     while (held > budget) {
-        sb_peer *victim = NULL;
+        sb_client *victim = NULL;
         for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-            sb_peer *c = &d->clients[i];
-            if (c->kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED || !c->counted)
+            sb_client *c = &d->clients.at[i];
+            if (c->peer.kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED || !c->counted)
                 continue;
             if (!victim || sb_budget_closes_before(c, victim))
                 victim = c;
@@ -133,12 +126,12 @@ void sb_clients_enforce_budget(sb_bus *d) {
         if (!victim)
             return;
         int64_t since = sb_budget_holding_since(victim);
-        sb_warn(victim->name,
+        sb_warn(victim->peer.name,
                 "closing the client: client buffers hold %zu bytes, over "
                 "limits.max_client_memory=%zu; it holds %zu%s%s, unmoved for %lld ms",
                 held, budget, victim->counted,
                 victim->unfinished_since_ms == since && since ? ", an unfinished line" : "",
-                victim->full_since_ms ? ", its output stalled over max_output_queue" : "",
+                victim->peer.full_since_ms ? ", its output stalled over max_output_queue" : "",
                 since ? (long long)(sb_now_ms() - since) : 0LL);
         held -= victim->counted;
         sb_client_doom(d, victim);
@@ -147,28 +140,28 @@ void sb_clients_enforce_budget(sb_bus *d) {
 
 /* Requests of c in flight: pending on a worker, or its next line held
  * back until its id is free (SB-I-45). */
-bool sb_clients_has_pending(const sb_bus *d, const sb_peer *c) {
-    return sb_router_client_has_pending(&d->router, c->index) || c->state == SB_CLIENT_HELD;
+bool sb_clients_has_pending(const sb_bus *d, const sb_client *c) {
+    return sb_router_client_has_pending(&d->router, c->peer.index) || c->state == SB_CLIENT_HELD;
 }
 
-static bool client_settled(const sb_bus *d, const sb_peer *c) {
-    return !sb_clients_has_pending(d, c) && sb_outq_len(&c->out) == 0;
+static bool client_settled(const sb_bus *d, const sb_client *c) {
+    return !sb_clients_has_pending(d, c) && sb_outq_len(&c->peer.out) == 0;
 }
 
 /* SB-I-41: a socket client's input ended: a half-close (`nc -N`), or a
  * close that looks the same until a write fails. It sends nothing more
  * but may still read: it gets the answers to its requests, then the
  * connection is closed as in 7.2, at the latest after drain_timeout_sec. */
-static void client_input_ended(sb_bus *d, sb_peer *c) {
+static void client_input_ended(sb_bus *d, sb_client *c) {
     if (client_settled(d, c)) {
-        sb_info(c->name, "connection closed by the client");
+        sb_info(c->peer.name, "connection closed by the client");
         sb_client_doom(d, c);
         return;
     }
-    sb_info(c->name, "end of input from the client: closing once its answers are delivered");
+    sb_info(c->peer.name, "end of input from the client: closing once its answers are delivered");
     if (c->state == SB_CLIENT_HELD) { /* its line is offered again, held with the deadline */
         sb_client_enter(d, c, SB_CLIENT_ENDING);
-        sb_relay_mark_ready(d, c);
+        sb_relay_mark_ready(d, &c->peer);
     } else if (c->state == SB_CLIENT_OPEN) {
         sb_client_enter(d, c, SB_CLIENT_ENDING);
     }
@@ -179,9 +172,9 @@ static void client_input_ended(sb_bus *d, sb_peer *c) {
  * SB_TIMER_ENDING. */
 void sb_clients_close_ended(sb_bus *d) {
     for (int i = 0; i < d->round.ending.count; i++) {
-        sb_peer *c = d->round.ending.at[i];
+        sb_client *c = sb_bus_client(d, d->round.ending.at[i]);
         if (client_settled(d, c)) {
-            sb_info(c->name, "answers delivered: closing the connection");
+            sb_info(c->peer.name, "answers delivered: closing the connection");
             sb_client_doom(d, c); /* leaves d->ending: look at slot i again */
             i--;
         }
@@ -190,33 +183,34 @@ void sb_clients_close_ended(sb_bus *d) {
 
 /* The client's input ended (EOF, or a read error on stdin): the one place
  * a client's end is seen. */
-void sb_clients_input_eof(sb_bus *d, sb_peer *p) {
-    if (p->in_eof)
+void sb_clients_input_eof(sb_bus *d, sb_client *p) {
+    if (p->peer.in_eof)
         return;
-    p->in_eof = true;
+    p->peer.in_eof = true;
     if (d->mode != SB_MODE_STDIO) {
         client_input_ended(d, p);
         return;
     }
     /* SB-I-5: stdin EOF. Deliver what is in flight, then shut down. */
-    sb_loop_del(&d->loop, p->in_fd);
-    p->in_fd = -1;
+    sb_loop_del(&d->loop, p->peer.in_fd);
+    p->peer.in_fd = -1;
     size_t partial; /* complete lines held back (SB-I-45) are still offered */
-    sb_frame_unreturned_lines(&p->in, &partial);
+    sb_frame_unreturned_lines(&p->peer.in, &partial);
     if (partial)
-        sb_warn(p->name, "stdin ended inside a line: %zu byte(s) without a newline discarded",
+        sb_warn(p->peer.name, "stdin ended inside a line: %zu byte(s) without a newline discarded",
                 partial);
     if (p->state == SB_CLIENT_OPEN) /* a held one ends once its line is offered */
         sb_client_enter(d, p, SB_CLIENT_ENDING);
     if (d->phase == SB_PHASE_SERVING) {
         sb_phase_enter(d, SB_PHASE_LINGER,
                        sb_now_ms() + (int64_t)d->limits->drain_timeout_sec * 1000);
-        sb_info(p->name, "stdin reached EOF: delivering in-flight responses, then shutting down");
+        sb_info(p->peer.name,
+                "stdin reached EOF: delivering in-flight responses, then shutting down");
     }
 }
 
 /* Acts on what the relay reported for the client's input. */
-void sb_clients_verdict(sb_bus *d, sb_peer *c, sb_relay_verdict v) {
+void sb_clients_verdict(sb_bus *d, sb_client *c, sb_relay_verdict v) {
     switch (v.event) {
     case SB_RELAY_OK:
         break;
@@ -224,11 +218,11 @@ void sb_clients_verdict(sb_bus *d, sb_peer *c, sb_relay_verdict v) {
         sb_clients_input_eof(d, c);
         break;
     case SB_RELAY_READ_FAILED:
-        sb_info(c->name, "read failed (%s): client gone", strerror(v.err));
+        sb_info(c->peer.name, "read failed (%s): client gone", strerror(v.err));
         sb_client_doom(d, c);
         break;
     case SB_RELAY_OVERFLOW: /* SB-7.3.2-1, SB-7.3.2-2 */
-        sb_error(c->name, "line longer than max_input_buffer (%zu bytes): closing the client",
+        sb_error(c->peer.name, "line longer than max_input_buffer (%zu bytes): closing the client",
                  d->limits->max_input_buffer);
         sb_client_doom(d, c);
         break;
@@ -236,66 +230,68 @@ void sb_clients_verdict(sb_bus *d, sb_peer *c, sb_relay_verdict v) {
         sb_client_doom(d, c);
         break;
     case SB_RELAY_MALFORMED: /* SB-4.3-1, SB-4.3-2 */
-        sb_warn(c->name, "malformed input (%s): closing the client", sb_router_why(v.why));
+        sb_warn(c->peer.name, "malformed input (%s): closing the client", sb_router_why(v.why));
         sb_client_doom(d, c);
         break;
     }
 }
 
 static void on_client_event(sb_loop *l, void *data, int fd, short revents) {
-    sb_peer *c = data;
+    sb_client *c = data;
     sb_bus *d = sb_bus_of_loop(l);
     if (c->state == SB_CLIENT_DOOMED)
         return;
-    if ((revents & POLLOUT) && fd == c->out_fd) {
-        if (!sb_relay_write(d, c))
+    if ((revents & POLLOUT) && fd == c->peer.out_fd) {
+        if (!sb_relay_write(d, &c->peer))
             return;
     }
-    if (c->in_eof && fd == c->in_fd && (revents & (POLLHUP | POLLERR))) {
+    if (c->peer.in_eof && fd == c->peer.in_fd && (revents & (POLLHUP | POLLERR))) {
         /* SB-I-41: after a half-close, the peer is now gone both ways */
-        sb_info(c->name, "connection closed by the client");
+        sb_info(c->peer.name, "connection closed by the client");
         sb_client_doom(d, c);
         return;
     }
-    if (c->blocked_on && fd == c->in_fd && c->in_fd == c->out_fd &&
+    if (c->peer.blocked_on && fd == c->peer.in_fd && c->peer.in_fd == c->peer.out_fd &&
         (revents & (POLLHUP | POLLERR)) && !sb_net_has_data(fd)) {
         /* Hung up while paused, nothing left unread: gone (7.2). Lines taken
          * before the pause go with it, like a partial line (SB-I-25). */
-        sb_info(c->name, "connection closed by the client while its input was paused");
+        sb_info(c->peer.name, "connection closed by the client while its input was paused");
         sb_client_doom(d, c);
         return;
     }
-    if (sb_watch_park_if_paused(d, c, fd, revents))
+    if (sb_watch_park_if_paused(d, &c->peer, fd, revents))
         return;
-    if (fd == c->in_fd && (revents & (POLLIN | POLLHUP | POLLERR))) {
-        sb_clients_verdict(d, c, sb_relay_read(d, c));
-    } else if (fd == c->out_fd && fd != c->in_fd && (revents & (POLLERR | POLLHUP))) {
-        sb_info(c->name, "stdout closed by the reader");
+    if (fd == c->peer.in_fd && (revents & (POLLIN | POLLHUP | POLLERR))) {
+        sb_clients_verdict(d, c, sb_relay_read(d, &c->peer));
+    } else if (fd == c->peer.out_fd && fd != c->peer.in_fd && (revents & (POLLERR | POLLHUP))) {
+        sb_info(c->peer.name, "stdout closed by the reader");
         sb_client_doom(d, c);
     }
 }
 
-void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
-    if (c->kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED)
+void sb_clients_timer(sb_bus *d, sb_client *c, int which, int64_t now) {
+    if (c->peer.kind != SB_PEER_CLIENT || c->state == SB_CLIENT_DOOMED)
         return;
     /* A state's timer is disarmed when the client leaves the state: one
      * that fires is due. */
     switch (which) {
     case SB_TIMER_FULL: /* SB-7.3.1-4 */
-        if (c->full_since_ms &&
-            now - c->full_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
-            sb_error(c->name, "output queue full for backpressure_timeout_sec=%d: closing",
+        if (c->peer.full_since_ms &&
+            now - c->peer.full_since_ms >= (int64_t)d->limits->backpressure_timeout_sec * 1000) {
+            sb_error(c->peer.name, "output queue full for backpressure_timeout_sec=%d: closing",
                      d->limits->backpressure_timeout_sec);
             sb_client_doom(d, c);
         }
         break;
     case SB_TIMER_HELD: /* armed once its input ended: SB-I-41, as SB_TIMER_ENDING */
-        sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+        sb_warn(c->peer.name,
+                "answers still owed after drain_timeout_sec=%d: closing the connection",
                 d->limits->drain_timeout_sec);
         sb_client_doom(d, c);
         break;
     case SB_TIMER_ENDING: /* SB-I-41: settled ones were closed by sb_clients_close_ended */
-        sb_warn(c->name, "answers still owed after drain_timeout_sec=%d: closing the connection",
+        sb_warn(c->peer.name,
+                "answers still owed after drain_timeout_sec=%d: closing the connection",
                 d->limits->drain_timeout_sec);
         sb_client_doom(d, c);
         break;
@@ -303,14 +299,14 @@ void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now) {
         if (!c->bind_wait_since_ms || c->state == SB_CLIENT_CLOSING)
             break;
         c->bind_wait_since_ms = 0;
-        sb_warn(c->name,
+        sb_warn(c->peer.name,
                 "refused: no worker free of other clients for backpressure_timeout_sec=%d: closing",
                 d->limits->backpressure_timeout_sec);
         sb_relay_refuse(d, c,
                         "every worker of the pool serves another client (connection affinity)");
         break;
     case SB_TIMER_CLOSING: /* SB-X-14 */
-        sb_warn(c->name, "output not written within drain_timeout_sec=%d: closing",
+        sb_warn(c->peer.name, "output not written within drain_timeout_sec=%d: closing",
                 d->limits->drain_timeout_sec);
         sb_client_doom(d, c);
         break;
@@ -327,7 +323,7 @@ int sb_clients_start_stdio(sb_bus *d) {
     }
     fcntl(STDIN_FILENO, F_SETFL, d->stdin_flags | O_NONBLOCK);
     fcntl(STDOUT_FILENO, F_SETFL, d->stdout_flags | O_NONBLOCK);
-    sb_peer *c = sb_clients_open(d, STDIN_FILENO, STDOUT_FILENO);
+    sb_client *c = sb_clients_open(d, STDIN_FILENO, STDOUT_FILENO);
     if (!c) {
         sb_error(NULL, "out of memory");
         return STDIO_BUS_ERR;

@@ -10,15 +10,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-sb_peer *sb_clients_open(sb_bus *d, int in_fd, int out_fd);
-void sb_clients_close(sb_bus *d, sb_peer *c);
-bool sb_clients_has_pending(const sb_bus *d, const sb_peer *c);
+sb_client *sb_clients_open(sb_bus *d, int in_fd, int out_fd);
+void sb_clients_close(sb_bus *d, sb_client *c);
+bool sb_clients_has_pending(const sb_bus *d, const sb_client *c);
 void sb_clients_close_ended(sb_bus *d);
-void sb_clients_input_eof(sb_bus *d, sb_peer *p);
+void sb_clients_input_eof(sb_bus *d, sb_client *c);
 /* Acts on what the relay reported for the client's input (relay.h). */
-void sb_clients_verdict(sb_bus *d, sb_peer *c, sb_relay_verdict v);
+void sb_clients_verdict(sb_bus *d, sb_client *c, sb_relay_verdict v);
 /* A client's timer (SB_TIMER_FULL, _HELD, _ENDING, _CLOSING) fired. */
-void sb_clients_timer(sb_bus *d, sb_peer *c, int which, int64_t now);
+void sb_clients_timer(sb_bus *d, sb_client *c, int which, int64_t now);
 int sb_clients_start_stdio(sb_bus *d);
 void sb_clients_enforce_budget(sb_bus *d);
 

@@ -62,15 +62,15 @@ static void begin_shutdown(sb_daemon *dm, const char *why) {
             remove_socket_file(ln);
     }
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
-        if (d->clients[i].kind == SB_PEER_CLIENT)
-            sb_watch_update(d, &d->clients[i]);
+        if (d->clients.at[i].peer.kind == SB_PEER_CLIENT)
+            sb_watch_update(d, &d->clients.at[i].peer);
     sb_supervise_stop_all(d); /* SB-10.2-2 */
 }
 
 static bool clients_flushed(const sb_bus *d) {
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
-        if (d->clients[i].kind == SB_PEER_CLIENT && sb_outq_len(&d->clients[i].out) &&
-            d->clients[i].state != SB_CLIENT_DOOMED)
+        if (d->clients.at[i].peer.kind == SB_PEER_CLIENT &&
+            sb_outq_len(&d->clients.at[i].peer.out) && d->clients.at[i].state != SB_CLIENT_DOOMED)
             return false;
     return true;
 }
@@ -112,7 +112,7 @@ static void finish_round(sb_daemon *dm) {
             break;
         sb_peer *p = d->round.ready.at[i];
         p->queued = false;
-        if (p->kind == SB_PEER_FREE || p->state == SB_CLIENT_DOOMED)
+        if (p->kind == SB_PEER_FREE || sb_bus_client_state(d, p) == SB_CLIENT_DOOMED)
             continue;
         sb_relay_verdict v = sb_relay_process(d, p);
         if (v.event == SB_RELAY_OK)
@@ -120,7 +120,7 @@ static void finish_round(sb_daemon *dm) {
         if (p->kind == SB_PEER_WORKER)
             sb_supervise_verdict(d, &d->workers[p->index], v);
         else
-            sb_clients_verdict(d, p, v);
+            sb_clients_verdict(d, sb_bus_client(d, p), v);
     }
     d->round.ready.count = 0;
     sb_relay_flush(d);
@@ -131,7 +131,7 @@ static void finish_round(sb_daemon *dm) {
     for (int i = 0; i < d->round.doomed.count; i++) {
         sb_peer *p = d->round.doomed.at[i];
         if (p->kind == SB_PEER_CLIENT)
-            sb_clients_close(d, p);
+            sb_clients_close(d, sb_bus_client(d, p));
     }
     d->round.doomed.count = 0;
     sb_listener_slot_freed(&dm->listener, d); /* SB-X-21: a client's end may have freed one */
@@ -147,7 +147,8 @@ static void sweep_idle(sb_bus *d, int64_t now) {
     check_pending_full(d); /* SB-I-47: while clients are active, once a sweep period */
     bool again = false;
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++) {
-        sb_peer *c = &d->clients[i];
+        sb_client *cl = &d->clients.at[i];
+        sb_peer *c = &cl->peer;
         if (c->kind != SB_PEER_CLIENT)
             continue;
         if (!c->active && sb_frame_pending(&c->in) == 0)
@@ -155,7 +156,7 @@ static void sweep_idle(sb_bus *d, int64_t now) {
         if (!c->active && sb_outq_len(&c->out) == 0)
             sb_outq_clear(&c->out);
         if (d->limits->max_client_memory)
-            sb_relay_recount(d, c); /* SB-X-17 */
+            sb_relay_recount(d, cl); /* SB-X-17 */
         if (c->active || c->in.data || c->out.data)
             again = true;
         c->active = false;
@@ -230,7 +231,7 @@ static void check_timers(sb_daemon *dm, int64_t now) {
             if (worker >= 0)
                 sb_supervise_timer(d, &d->workers[worker], which, now);
             else
-                sb_clients_timer(d, &d->clients[client], which, now);
+                sb_clients_timer(d, &d->clients.at[client], which, now);
         }
         }
     }
@@ -252,9 +253,9 @@ static int poll_timeout(const sb_bus *d, int64_t now) {
 static void check_phase(sb_daemon *dm) {
     sb_bus *d = &dm->bus;
     if (d->phase == SB_PHASE_LINGER) {
-        const sb_peer *c = &d->clients[0];
-        bool client_done = c->kind != SB_PEER_CLIENT ||
-                           (!sb_clients_has_pending(d, c) && sb_outq_len(&c->out) == 0);
+        const sb_client *c = &d->clients.at[0];
+        bool client_done = c->peer.kind != SB_PEER_CLIENT ||
+                           (!sb_clients_has_pending(d, c) && sb_outq_len(&c->peer.out) == 0);
         if (client_done)
             begin_shutdown(dm, "stdin EOF, nothing in flight");
     }
@@ -271,9 +272,9 @@ static void check_phase(sb_daemon *dm) {
 static void daemon_fini(sb_daemon *dm) {
     sb_bus *d = &dm->bus;
     /* SB-10.2-5 */
-    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS && d->clients; i++)
-        if (d->clients[i].kind == SB_PEER_CLIENT) {
-            sb_peer *c = &d->clients[i];
+    for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS && d->clients.at; i++)
+        if (d->clients.at[i].peer.kind == SB_PEER_CLIENT) {
+            sb_peer *c = &d->clients.at[i].peer;
             if (c->in_fd > STDERR_FILENO)
                 close(c->in_fd);
             if (c->out_fd > STDERR_FILENO && c->out_fd != c->in_fd)

@@ -83,19 +83,19 @@ static void accept_all(sb_listener *ln, sb_bus *d, int fd, bool may_wait) {
         }
         if (ln->accept_failing)
             accept_recovered(ln);
-        if (d->client_count >= STDIO_BUS_MAX_CONNECTIONS) { /* SB-I-18 */
+        if (d->clients.count >= STDIO_BUS_MAX_CONNECTIONS) { /* SB-I-18 */
             sb_warn(NULL, "connection fd=%d refused: MAX_CONNECTIONS (%d) clients connected", cfd,
                     STDIO_BUS_MAX_CONNECTIONS);
             close(cfd);
             continue;
         }
-        sb_peer *c = sb_clients_open(d, cfd, cfd);
+        sb_client *c = sb_clients_open(d, cfd, cfd);
         if (!c) {
             sb_warn(NULL, "connection fd=%d refused: out of memory", cfd);
             close(cfd);
             continue;
         }
-        sb_info(c->name, "connected");
+        sb_info(c->peer.name, "connected");
         if (!sb_supervise_attach(d, c))
             sb_clients_close(d, c); /* SB-X-15 */
     }

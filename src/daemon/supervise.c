@@ -250,11 +250,11 @@ typedef struct {
 
 static void discard_orphan(void *ctx, const sb_request *r) {
     orphan_ctx *oc = ctx;
-    sb_peer *c = &oc->d->clients[r->sender];
+    sb_client *c = &oc->d->clients.at[r->sender];
     /* SB-7.1.2-4; a retired worker's are its departed client's (SB-X-19) */
     sb_log(oc->w->retired_ms ? SB_LOG_INFO : SB_LOG_WARN, oc->w->peer.name,
            "pending request id=%.*s from %s discarded: worker exited", (int)r->id_len, r->id,
-           c->name);
+           c->peer.name);
     sb_relay_send_error(oc->d, c, r->id, r->id_len, r->session, r->session_len, "worker exited");
 }
 

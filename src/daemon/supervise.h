@@ -27,12 +27,12 @@ void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at);
 /* A worker's timer (SB_TIMER_RESTART, _KILL, _LOST, _FULL) fired. */
 void sb_supervise_timer(sb_bus *d, sb_worker *w, int which, int64_t now);
 /* supervise_affinity.c (SB-X-10..SB-X-16) */
-bool sb_supervise_attach(sb_bus *d, sb_peer *c);
+bool sb_supervise_attach(sb_bus *d, sb_client *c);
 /* A client's end (sb_bus.client_end, its one route here): ended, when it is
  * the only client bound to its worker, retires the worker now (SB-X-19);
  * gone, unbinds it and retires a worker it leaves with no client (SB-X-16,
  * SB-X-20). */
-void sb_supervise_client_end(sb_bus *d, sb_peer *c, sb_client_end how);
+void sb_supervise_client_end(sb_bus *d, sb_client *c, sb_client_end how);
 /* Whether a new connection would get a worker now: always but in a
  * per_connection pool with `instances` workers serving (SB-X-15, SB-X-21)
  * or no slot free of an exiting one (SB-X-23). */

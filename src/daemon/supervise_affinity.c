@@ -62,8 +62,8 @@ void sb_supervise_make_room(sb_bus *d) {
 
 /* SB-X-21: a client the daemon cannot serve is told why in a JSON-RPC
  * notification before it is closed, not reset silently. */
-static void refuse(sb_bus *d, sb_peer *c, const char *why) {
-    sb_warn(c->name, "refused: %s", why);
+static void refuse(sb_bus *d, sb_client *c, const char *why) {
+    sb_warn(c->peer.name, "refused: %s", why);
     (void)d;
     sb_relay_notify_refused(c, why);
 }
@@ -75,7 +75,7 @@ static void refuse(sb_bus *d, sb_peer *c, const char *why) {
  * (SB-X-21: the pool has twice as many slots). Returns false when there is
  * none (every slot in use, or the spawn failed): the caller closes the
  * connection once the notice is written. */
-bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
+bool sb_supervise_attach(sb_bus *d, sb_client *c) {
     if (d->cfg->affinity != SB_AFFINITY_EXCLUSIVE)
         return true;
     int instances = d->cfg->pools[0].instances;
@@ -94,8 +94,8 @@ bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
             refuse(d, c, "its worker could not be started");
             return false;
         }
-        sb_router_bind(&d->router, c->index, w->id);
-        sb_info(c->name, "bound to %s, started for it", w->peer.name);
+        sb_router_bind(&d->router, c->peer.index, w->id);
+        sb_info(c->peer.name, "bound to %s, started for it", w->peer.name);
         return true;
     }
     refuse(d, c, "every slot of the per_connection pool holds a worker still exiting");
@@ -106,25 +106,25 @@ bool sb_supervise_attach(sb_bus *d, sb_peer *c) {
  * doomed): when it is the only client bound to its worker, the worker is
  * retired now, as the client's end would reach it were it spawned by the
  * client itself, and before another client's line is routed. */
-static void sb_supervise_client_ended(sb_bus *d, sb_peer *c) {
+static void sb_supervise_client_ended(sb_bus *d, sb_client *c) {
     if (d->cfg->affinity == SB_AFFINITY_NONE || d->phase >= SB_PHASE_DRAINING)
         return;
-    int id = sb_affinity_worker(&d->router.affinity, c->index);
+    int id = sb_affinity_worker(&d->router.affinity, c->peer.index);
     if (id >= 0 && sb_affinity_count(&d->router.affinity, id) == 1)
         sb_supervise_retire(d, &d->workers[id]);
 }
 
 /* The client leaves: it is unbound, and a worker it leaves with no client
  * is retired (SB-X-16, SB-X-19, SB-X-20). */
-static void sb_supervise_detach(sb_bus *d, sb_peer *c) {
+static void sb_supervise_detach(sb_bus *d, sb_client *c) {
     if (d->cfg->affinity == SB_AFFINITY_NONE)
         return;
-    int id = sb_router_unbind(&d->router, c->index);
+    int id = sb_router_unbind(&d->router, c->peer.index);
     if (id >= 0 && d->phase < SB_PHASE_DRAINING && sb_affinity_count(&d->router.affinity, id) == 0)
         sb_supervise_retire(d, &d->workers[id]);
 }
 
-void sb_supervise_client_end(sb_bus *d, sb_peer *c, sb_client_end how) {
+void sb_supervise_client_end(sb_bus *d, sb_client *c, sb_client_end how) {
     if (how == SB_CLIENT_END_GONE)
         sb_supervise_detach(d, c);
     else

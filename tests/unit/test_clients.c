@@ -55,8 +55,8 @@ static void setup(void) {
 
 static void teardown(void) {
     for (int i = 0; i < STDIO_BUS_MAX_CONNECTIONS; i++)
-        if (d.clients[i].kind == SB_PEER_CLIENT) {
-            sb_peer *c = &d.clients[i];
+        if (d.clients.at[i].peer.kind == SB_PEER_CLIENT) {
+            sb_client *c = &d.clients.at[i];
             if (c->state != SB_CLIENT_DOOMED)
                 sb_client_doom(&d, c);
             sb_clients_close(&d, c);
@@ -72,10 +72,10 @@ static void teardown(void) {
 TestSuite(clients, .init = setup, .fini = teardown, .timeout = 20);
 
 /* A client on a socketpair; *far is the test's end. */
-static sb_peer *connect_client(int *far) {
+static sb_client *connect_client(int *far) {
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    sb_peer *c = sb_clients_open(&d, sv[0], sv[0]);
+    sb_client *c = sb_clients_open(&d, sv[0], sv[0]);
     cr_assert_not_null(c);
     *far = sv[1];
     return c;
@@ -85,33 +85,33 @@ static void say(int fd, const char *line) {
     cr_assert_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
 }
 
-static bool held(const sb_peer *c) {
+static bool held(const sb_client *c) {
     for (int i = 0; i < d.round.held.count; i++)
-        if (d.round.held.at[i] == c)
+        if (d.round.held.at[i] == &c->peer)
             return true;
     return false;
 }
 
-static bool ending(const sb_peer *c) {
+static bool ending(const sb_client *c) {
     for (int i = 0; i < d.round.ending.count; i++)
-        if (d.round.ending.at[i] == c)
+        if (d.round.ending.at[i] == &c->peer)
             return true;
     return false;
 }
 
-static bool doomed(const sb_peer *c) {
+static bool doomed(const sb_client *c) {
     for (int i = 0; i < d.round.doomed.count; i++)
-        if (d.round.doomed.at[i] == c)
+        if (d.round.doomed.at[i] == &c->peer)
             return true;
     return false;
 }
 
-static bool timer_armed(const sb_peer *c, int which) {
-    return sb_timers_armed(&d.timers, sb_bus_timer(&d, c, which));
+static bool timer_armed(const sb_peer *p, int which) {
+    return sb_timers_armed(&d.timers, sb_bus_timer(&d, p, which));
 }
 
-static bool reads(const sb_peer *c) {
-    return sb_loop_get(&d.loop, c->in_fd) & POLLIN;
+static bool reads(const sb_client *c) {
+    return sb_loop_get(&d.loop, c->peer.in_fd) & POLLIN;
 }
 
 /* What fd holds now, as a string (the test's end of a pipe or socket). */
@@ -128,7 +128,7 @@ static const char *received(int fd) {
 
 Test(clients, opened_client_is_open_and_read) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     cr_assert_eq(c->state, SB_CLIENT_OPEN);
     cr_assert(reads(c));
     close(far);
@@ -136,9 +136,9 @@ Test(clients, opened_client_is_open_and_read) {
 
 Test(clients, request_goes_to_the_worker_as_received) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, REQUEST_1);
-    cr_assert_eq(sb_relay_read(&d, c).event, SB_RELAY_OK);
+    cr_assert_eq(sb_relay_read(&d, &c->peer).event, SB_RELAY_OK);
     sb_relay_flush(&d);
     cr_assert_str_eq(received(worker_stdin), REQUEST_1);
     close(far);
@@ -148,12 +148,12 @@ Test(clients, request_goes_to_the_worker_as_received) {
  * the client's buffer, the client unread, until the id is answered. */
 Test(clients, held_client_is_released_when_its_id_is_answered) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, REQUEST_1 REQUEST_1);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     cr_assert_eq(c->state, SB_CLIENT_HELD);
     cr_assert(held(c));
-    cr_assert_not(timer_armed(c, SB_TIMER_HELD), "never closed for waiting (SB-I-45)");
+    cr_assert_not(timer_armed(&c->peer, SB_TIMER_HELD), "never closed for waiting (SB-I-45)");
     cr_assert(reads(c), "a held client is read for its answers while its buffer has room");
     cr_assert(sb_clients_has_pending(&d, c));
 
@@ -164,11 +164,11 @@ Test(clients, held_client_is_released_when_its_id_is_answered) {
     sb_relay_release_held(&d); /* as the end of the round does */
     cr_assert_eq(c->state, SB_CLIENT_OPEN, "released");
     cr_assert_not(held(c));
-    cr_assert_not(timer_armed(c, SB_TIMER_HELD));
-    cr_assert(c->queued, "its held line is offered at the end of the round");
+    cr_assert_not(timer_armed(&c->peer, SB_TIMER_HELD));
+    cr_assert(c->peer.queued, "its held line is offered at the end of the round");
     cr_assert(reads(c));
 
-    cr_assert_eq(sb_relay_process(&d, c).event, SB_RELAY_OK);
+    cr_assert_eq(sb_relay_process(&d, &c->peer).event, SB_RELAY_OK);
     sb_relay_flush(&d);
     cr_assert_str_eq(received(far), ANSWER_1);
     cr_assert_str_eq(received(worker_stdin), REQUEST_1 REQUEST_1);
@@ -177,9 +177,9 @@ Test(clients, held_client_is_released_when_its_id_is_answered) {
 
 Test(clients, held_timer_dooms_the_client) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, REQUEST_1 REQUEST_1);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     cr_assert_eq(c->state, SB_CLIENT_HELD);
     sb_clients_timer(&d, c, SB_TIMER_HELD, sb_now_ms());
     cr_assert_eq(c->state, SB_CLIENT_DOOMED);
@@ -191,18 +191,18 @@ Test(clients, held_timer_dooms_the_client) {
 /* SB-I-41: input ended with nothing owed: closed at once (7.2). */
 Test(clients, input_end_with_nothing_owed_closes_the_client) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     shutdown(far, SHUT_WR);
-    cr_assert_eq(sb_relay_read(&d, c).event, SB_RELAY_ENDED);
+    cr_assert_eq(sb_relay_read(&d, &c->peer).event, SB_RELAY_ENDED);
     sb_clients_input_eof(&d, c);
     cr_assert_eq(c->state, SB_CLIENT_DOOMED);
     cr_assert(doomed(c));
-    int slot = c->index, free_before = d.free_count;
+    int slot = c->peer.index, free_before = d.clients.returned_count;
     sb_clients_close(&d, c);
     cr_assert_eq(c->state, SB_CLIENT_FREE);
-    cr_assert_eq(c->kind, SB_PEER_FREE);
-    cr_assert_eq(d.free_count, free_before + 1);
-    cr_assert_eq(d.free_clients[d.free_count - 1], slot);
+    cr_assert_eq(c->peer.kind, SB_PEER_FREE);
+    cr_assert_eq(d.clients.returned_count, free_before + 1);
+    cr_assert_eq(d.clients.returned[d.clients.returned_count - 1], slot);
     char byte;
     cr_assert_eq(read(far, &byte, 1), 0, "its socket is closed");
     close(far);
@@ -212,7 +212,7 @@ Test(clients, input_end_with_nothing_owed_closes_the_client) {
 static sb_client_end heard[8];
 static int heard_count;
 
-static void hear(sb_bus *bus, sb_peer *c, sb_client_end how) {
+static void hear(sb_bus *bus, sb_client *c, sb_client_end how) {
     (void)bus;
     (void)c;
     heard[heard_count++] = how;
@@ -224,9 +224,9 @@ Test(clients, every_end_of_a_client_reaches_supervision_through_its_hook) {
     heard_count = 0;
     d.client_end = hear;
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     shutdown(far, SHUT_WR);
-    cr_assert_eq(sb_relay_read(&d, c).event, SB_RELAY_ENDED);
+    cr_assert_eq(sb_relay_read(&d, &c->peer).event, SB_RELAY_ENDED);
     sb_clients_input_eof(&d, c);
     cr_assert_eq(heard_count, 1);
     cr_assert_eq(heard[0], SB_CLIENT_END_DOOMED);
@@ -240,15 +240,15 @@ Test(clients, every_end_of_a_client_reaches_supervision_through_its_hook) {
 /* SB-I-41: input ended with an answer owed: ENDING until it is written. */
 Test(clients, ending_client_is_closed_once_its_answers_are_written) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, REQUEST_1);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     shutdown(far, SHUT_WR);
-    cr_assert_eq(sb_relay_read(&d, c).event, SB_RELAY_ENDED);
+    cr_assert_eq(sb_relay_read(&d, &c->peer).event, SB_RELAY_ENDED);
     sb_clients_input_eof(&d, c);
     cr_assert_eq(c->state, SB_CLIENT_ENDING, "the client ended: one transition");
     cr_assert(ending(c));
-    cr_assert(timer_armed(c, SB_TIMER_ENDING));
+    cr_assert(timer_armed(&c->peer, SB_TIMER_ENDING));
     cr_assert_not(reads(c));
 
     sb_clients_close_ended(&d);
@@ -262,18 +262,18 @@ Test(clients, ending_client_is_closed_once_its_answers_are_written) {
     sb_clients_close_ended(&d);
     cr_assert_eq(c->state, SB_CLIENT_DOOMED);
     cr_assert_not(ending(c));
-    cr_assert_not(timer_armed(c, SB_TIMER_ENDING));
+    cr_assert_not(timer_armed(&c->peer, SB_TIMER_ENDING));
     cr_assert_str_eq(received(far), ANSWER_1);
     close(far);
 }
 
 Test(clients, ending_timer_dooms_a_client_still_owed_answers) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, REQUEST_1);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     shutdown(far, SHUT_WR);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     sb_clients_input_eof(&d, c);
     cr_assert_eq(c->state, SB_CLIENT_ENDING);
     sb_clients_timer(&d, c, SB_TIMER_ENDING, sb_now_ms());
@@ -285,19 +285,20 @@ Test(clients, ending_timer_dooms_a_client_still_owed_answers) {
 /* SB-X-14 after SB-I-41: the earlier of the two deadlines stays. */
 Test(clients, closing_an_ending_client_keeps_its_earlier_deadline) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, REQUEST_1);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     shutdown(far, SHUT_WR);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     sb_clients_input_eof(&d, c);
-    int64_t ending_by = sb_timers_deadline(&d.timers, sb_bus_timer(&d, c, SB_TIMER_ENDING));
+    int64_t ending_by = sb_timers_deadline(&d.timers, sb_bus_timer(&d, &c->peer, SB_TIMER_ENDING));
     cr_assert_gt(ending_by, 0);
     usleep(20000);
     sb_client_enter(&d, c, SB_CLIENT_CLOSING);
     cr_assert_not(ending(c));
-    cr_assert_not(timer_armed(c, SB_TIMER_ENDING));
-    cr_assert_eq(sb_timers_deadline(&d.timers, sb_bus_timer(&d, c, SB_TIMER_CLOSING)), ending_by);
+    cr_assert_not(timer_armed(&c->peer, SB_TIMER_ENDING));
+    cr_assert_eq(sb_timers_deadline(&d.timers, sb_bus_timer(&d, &c->peer, SB_TIMER_CLOSING)),
+                 ending_by);
     close(far);
 }
 
@@ -306,18 +307,18 @@ Test(clients, closing_an_ending_client_keeps_its_earlier_deadline) {
  * (SB-I-54: an ended client is not held for ever). */
 Test(clients, held_client_whose_input_ends_ends_when_released) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, REQUEST_1 REQUEST_1);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     cr_assert_eq(c->state, SB_CLIENT_HELD);
     sb_clients_input_eof(&d, c);
-    cr_assert(c->in_eof);
+    cr_assert(c->peer.in_eof);
     cr_assert_eq(c->state, SB_CLIENT_ENDING, "its line is still to be offered");
-    cr_assert(c->queued);
+    cr_assert(c->peer.queued);
     cr_assert(ending(c));
-    sb_relay_process(&d, c);
+    sb_relay_process(&d, &c->peer);
     cr_assert_eq(c->state, SB_CLIENT_HELD, "its id is still pending: held again");
-    cr_assert(timer_armed(c, SB_TIMER_HELD), "until drain_timeout_sec");
+    cr_assert(timer_armed(&c->peer, SB_TIMER_HELD), "until drain_timeout_sec");
     close(far);
 }
 
@@ -325,16 +326,16 @@ Test(clients, held_client_whose_input_ends_ends_when_released) {
  * written. */
 Test(clients, closing_client_is_doomed_once_its_output_is_written) {
     int far;
-    sb_peer *c = connect_client(&far);
-    sb_relay_send(&d, c, ANSWER_1, strlen(ANSWER_1), NULL);
+    sb_client *c = connect_client(&far);
+    sb_relay_send(&d, &c->peer, ANSWER_1, strlen(ANSWER_1), NULL);
     sb_client_enter(&d, c, SB_CLIENT_CLOSING);
-    cr_assert(timer_armed(c, SB_TIMER_CLOSING));
+    cr_assert(timer_armed(&c->peer, SB_TIMER_CLOSING));
     cr_assert_not(reads(c));
     sb_relay_close_if_flushed(&d, c);
     cr_assert_eq(c->state, SB_CLIENT_CLOSING, "its output is not written yet");
     sb_relay_flush(&d);
     cr_assert_eq(c->state, SB_CLIENT_DOOMED);
-    cr_assert_not(timer_armed(c, SB_TIMER_CLOSING));
+    cr_assert_not(timer_armed(&c->peer, SB_TIMER_CLOSING));
     cr_assert_str_eq(received(far), ANSWER_1);
     close(far);
 }
@@ -343,9 +344,9 @@ Test(clients, closing_client_is_doomed_once_its_output_is_written) {
  * other end of a client's input is, which closes the client. */
 Test(clients, malformed_line_is_reported_and_closes_the_client) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, "not json\n{\"jsonrpc\":\"2.0\",\"method\":\"after\"}\n");
-    sb_relay_verdict v = sb_relay_read(&d, c);
+    sb_relay_verdict v = sb_relay_read(&d, &c->peer);
     cr_assert_eq(v.event, SB_RELAY_MALFORMED);
     cr_assert_eq(c->state, SB_CLIENT_OPEN, "the relay leaves it to the owner");
     sb_clients_verdict(&d, c, v);
@@ -359,14 +360,14 @@ Test(clients, malformed_line_is_reported_and_closes_the_client) {
 Test(clients, overlong_line_is_reported_and_closes_the_client) {
     cfg.limits.max_input_buffer = 64;
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     char line[200];
     memset(line, 'x', sizeof line - 1);
     line[sizeof line - 1] = '\0';
     say(far, line);
     sb_relay_verdict v = {SB_RELAY_OK, SB_WHY_NONE, 0};
     for (int i = 0; i < 8 && v.event == SB_RELAY_OK; i++)
-        v = sb_relay_read(&d, c);
+        v = sb_relay_read(&d, &c->peer);
     cr_assert_eq(v.event, SB_RELAY_OVERFLOW);
     cr_assert_eq(c->state, SB_CLIENT_OPEN, "the relay leaves it to the owner");
     sb_clients_verdict(&d, c, v);
@@ -380,10 +381,10 @@ Test(clients, input_paused_while_the_worker_queue_is_over_its_cap) {
     sb_peer *wp = &d.workers[0].peer;
     wp->out.max = 16;
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     say(far, REQUEST_1);
-    sb_relay_read(&d, c);
-    cr_assert_eq(c->blocked_on, wp, "paused on the worker's queue");
+    sb_relay_read(&d, &c->peer);
+    cr_assert_eq(c->peer.blocked_on, wp, "paused on the worker's queue");
     cr_assert_eq(wp->waiters, 1);
     cr_assert_gt(wp->full_since_ms, 0);
     cr_assert(timer_armed(wp, SB_TIMER_FULL));
@@ -392,10 +393,10 @@ Test(clients, input_paused_while_the_worker_queue_is_over_its_cap) {
 
     cr_assert(sb_relay_write(&d, wp));
     cr_assert_str_eq(received(worker_stdin), REQUEST_1);
-    cr_assert_null(c->blocked_on, "resumed once the queue drained");
+    cr_assert_null(c->peer.blocked_on, "resumed once the queue drained");
     cr_assert_eq(wp->full_since_ms, 0);
     cr_assert_not(timer_armed(wp, SB_TIMER_FULL));
-    cr_assert(c->queued, "its buffered lines are routed at the end of the round");
+    cr_assert(c->peer.queued, "its buffered lines are routed at the end of the round");
     cr_assert(reads(c));
     close(far);
 }
@@ -419,10 +420,10 @@ Test(clients, failed_write_to_a_worker_loses_its_stdin) {
  * to no other. */
 Test(clients, worker_answer_reaches_its_client_only) {
     int far_a, far_b;
-    sb_peer *a = connect_client(&far_a);
+    sb_client *a = connect_client(&far_a);
     connect_client(&far_b);
     say(far_a, REQUEST_1);
-    sb_relay_read(&d, a);
+    sb_relay_read(&d, &a->peer);
     sb_relay_flush(&d);
     cr_assert_str_eq(received(worker_stdin), REQUEST_1);
     say(worker_stdout, ANSWER_1);
@@ -439,12 +440,12 @@ Test(clients, worker_answer_reaches_its_client_only) {
  * POLLOUT watched, and the one writable path writes the rest later. */
 Test(clients, output_a_client_does_not_take_yet_stays_queued_and_watched) {
     int far;
-    sb_peer *c = connect_client(&far);
+    sb_client *c = connect_client(&far);
     int small = 4096;
-    cr_assert_eq(setsockopt(c->out_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    cr_assert_eq(setsockopt(c->peer.out_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
     cr_assert_eq(setsockopt(far, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
     say(far, REQUEST_1);
-    sb_relay_read(&d, c);
+    sb_relay_read(&d, &c->peer);
     sb_relay_flush(&d);
     cr_assert_str_eq(received(worker_stdin), REQUEST_1);
 
@@ -463,8 +464,8 @@ Test(clients, output_a_client_does_not_take_yet_stays_queued_and_watched) {
             cr_assert_eq(sb_relay_read(&d, wp).event, SB_RELAY_OK);
     }
     sb_relay_flush(&d);
-    cr_assert_gt(sb_outq_len(&c->out), 0, "the socket took part of it");
-    cr_assert(sb_loop_get(&d.loop, c->out_fd) & POLLOUT);
+    cr_assert_gt(sb_outq_len(&c->peer.out), 0, "the socket took part of it");
+    cr_assert(sb_loop_get(&d.loop, c->peer.out_fd) & POLLOUT);
 
     static char got[sizeof answer];
     size_t have = 0;
@@ -472,11 +473,11 @@ Test(clients, output_a_client_does_not_take_yet_stays_queued_and_watched) {
         ssize_t n = read(far, got + have, sizeof got - have);
         if (n > 0)
             have += (size_t)n;
-        cr_assert(sb_relay_write(&d, c));
+        cr_assert(sb_relay_write(&d, &c->peer));
     }
     cr_assert_eq(have, sizeof answer);
     cr_assert(memcmp(got, answer, sizeof answer) == 0, "the bytes as the worker wrote them");
-    cr_assert_eq(sb_outq_len(&c->out), 0);
-    cr_assert_not(sb_loop_get(&d.loop, c->out_fd) & POLLOUT, "nothing left to write");
+    cr_assert_eq(sb_outq_len(&c->peer.out), 0);
+    cr_assert_not(sb_loop_get(&d.loop, c->peer.out_fd) & POLLOUT, "nothing left to write");
     close(far);
 }
