@@ -33,11 +33,19 @@ mutant, the function and the text: never a silent skip.
     conformance/mutants/describe.py [--src DIR] [--check] [--apply NAME]
 
 --check applies every mutant to the text of src/ in memory and lists those
-that no longer apply (exit 1); --apply NAME rewrites the files of --src.
+that no longer apply (exit 1); with --compile it also compiles the files
+each one changes (cc -fsyntax-only, in a scratch copy of src/) and lists
+those that no longer build: a refactor that renames a field a replacement
+names breaks the mutant, not the text it finds. --apply NAME rewrites the
+files of --src.
 """
 import argparse
+import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -321,10 +329,61 @@ def problems(folder: Path = HERE, src: Path = SRC) -> list[str]:
     return out
 
 
+def _build_problem(name: str, root: Path, changed: list[Path], cc: str) -> str | None:
+    """Compiles the .c files a mutant changed, and those including a header
+    it changed, under root (a copy of src/ with the mutant written in)."""
+    sources_c = sorted(root.rglob("*.c"))
+    targets = {p for p in changed if p.suffix == ".c"}
+    for h in (p for p in changed if p.suffix == ".h"):
+        targets |= {c for c in sources_c if f'#include "{h.name}"' in c.read_text()}
+    if not targets:
+        return None
+    includes = [f"-I{d}" for d in sorted({p.parent for p in root.rglob("*.h")})]
+    cmd = [cc, "-std=gnu11", "-fsyntax-only", "-D_GNU_SOURCE", '-DSB_VERSION="mutant"',
+           '-DSB_SPEC_VERSION="mutant"', "-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types",
+           "-Werror=int-conversion", *includes, *map(str, sorted(targets))]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode == 0:
+        return None
+    errors = [ln for ln in run.stderr.splitlines() if "error" in ln][:4]
+    return f"mutant {name}: its replacement does not build:\n" + "\n".join("    | " + e for e in errors)
+
+
+def build_problems(folder: Path = HERE, src: Path = SRC, cc: str | None = None) -> list[str]:
+    """One message per mutant that applies but whose changed files do not
+    compile (those that do not apply are problems()'s)."""
+    cc = cc or os.environ.get("CC") or shutil.which("cc") or "gcc"
+    files, out = sources(src), []
+    with tempfile.TemporaryDirectory(prefix="sb-mutants-") as tmp:
+        root = Path(tmp)
+        for p, text in files.items():
+            (root / p.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            (root / p.relative_to(src)).write_text(text)
+        for path in mutant_paths(folder):
+            try:
+                mutant = load(path)
+                changed = applied(mutant, files)
+            except MutantError:
+                continue
+            copies = [root / p.relative_to(src) for p in changed]
+            for p, text in changed.items():
+                (root / p.relative_to(src)).write_text(text)
+            try:
+                problem = _build_problem(mutant.name, root, copies, cc)
+            finally:
+                for p in changed:
+                    (root / p.relative_to(src)).write_text(files[p])
+            if problem:
+                out.append(problem)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--src", default=str(SRC))
     ap.add_argument("--check", action="store_true", help="list the mutants that do not apply to --src")
+    ap.add_argument("--compile", action="store_true",
+                    help="with --check: also compile what each mutant changes (cc -fsyntax-only)")
     ap.add_argument("--apply", metavar="NAME", help="write mutant NAME into the files of --src")
     args = ap.parse_args()
     src = Path(args.src).resolve()
@@ -336,8 +395,9 @@ def main() -> int:
             print(exc, file=sys.stderr)
             return 1
         return 0
-    bad = problems(HERE, src)
-    print("\n".join(bad) if bad else f"all {len(mutant_paths())} mutants apply to {src}")
+    bad = problems(HERE, src) + (build_problems(HERE, src) if args.compile else [])
+    done = "apply to" + (" and build in" if args.compile else "")
+    print("\n".join(bad) if bad else f"all {len(mutant_paths())} mutants {done} {src}")
     return 1 if bad else 0
 
 

@@ -141,6 +141,22 @@ def test_a_malformed_description_fails_naming_the_mutant(tmp_path, text, says):
         describe.load(p)
 
 
+def test_every_mutant_builds():
+    """A replacement that names what a refactor renamed (a field moved to
+    another type) applies but does not compile: describe.py --check
+    --compile names it, as CI's bite run would, only sooner."""
+    assert describe.build_problems(CONFORMANCE / "mutants", SRC) == []
+
+
+def test_a_replacement_that_does_not_build_is_named(tmp_path):
+    write_mutant(tmp_path, "96-names-a-gone-field",
+                 'function = "sb_clients_close"\nfind = """\n            close(c->peer.in_fd);\n"""\n'
+                 'replace = """\n            close(c->in_fd);\n"""\n')
+    (problem,) = describe.build_problems(tmp_path, SRC)
+    assert problem.startswith("mutant 96-names-a-gone-field: its replacement does not build")
+    assert "clients.c" in problem and "in_fd" in problem
+
+
 def test_nothing_is_written_unless_every_change_applies(tmp_path):
     shutil.copytree(SRC, tmp_path / "src")
     before = describe.sources(tmp_path / "src")
