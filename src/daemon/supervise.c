@@ -291,15 +291,15 @@ static void drain_at_exit(sb_bus *d, sb_worker *w) {
     }
 }
 
-void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
+sb_worker_exit sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
+    sb_worker_exit e = {.retired = w->retired_ms != 0, .was = w->state};
     drain_at_exit(d, w);
     d->live_workers--;
     if (sb_frame_pending(&w->peer.in)) /* SB-I-25 */
         sb_warn(w->peer.name, "%zu byte(s) after its last newline discarded",
                 sb_frame_pending(&w->peer.in));
     /* An exit we asked for is news, not a warning. */
-    bool retired = w->retired_ms != 0; /* SB-X-19: its client left */
-    bool asked = d->phase >= SB_PHASE_DRAINING || retired;
+    bool asked = d->phase >= SB_PHASE_DRAINING || e.retired; /* SB-X-19: its client left */
     sb_log_level level = asked ? SB_LOG_INFO : SB_LOG_WARN;
     if (WIFSIGNALED(status))
         sb_log(level, w->peer.name, "exited: killed by signal %d (%s)", WTERMSIG(status),
@@ -316,8 +316,8 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
     orphan_ctx oc = {d, w};
     int discarded = sb_router_drop_worker(&d->router, w->id, discard_orphan, &oc);
     if (discarded)
-        sb_log(retired ? SB_LOG_INFO : SB_LOG_WARN, w->peer.name, "%d pending request(s) discarded",
-               discarded);
+        sb_log(e.retired ? SB_LOG_INFO : SB_LOG_WARN, w->peer.name,
+               "%d pending request(s) discarded", discarded);
     if (d->round.held.count)
         d->reoffer_held = true; /* SB-I-45: its ids are free */
     w->pid = -1;
@@ -326,13 +326,15 @@ void sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
 
     w->retired_ms = 0;
     w->term_sent = w->room_kill = w->close_when_written = false;
-    if (sb_supervise_affinity_exited(d, w, retired))
-        return; /* SB-X-15: a per-connection slot waits for its next connection */
+    return e;
+}
+
+void sb_supervise_after_exit(sb_bus *d, sb_worker *w, sb_worker_exit e) {
     if (d->phase >= SB_PHASE_DRAINING) {
         recycled(d, w);
         return;
     }
-    if (retired) { /* SB-X-20: recycled, not failed: a fresh one at once */
+    if (e.retired) { /* SB-X-20: recycled, not failed: a fresh one at once */
         sb_info(w->peer.name, "restarting fresh for its next client");
         schedule(d, w, SB_TIMER_RESTART, sb_now_ms());
         return;
@@ -415,7 +417,9 @@ void sb_supervise_reap(sb_bus *d) {
             continue; /* a stray (SB-X-22): its exit is no worker's, nor a restart's */
         /* Routing its last lines may fail it (5.3): no signal then. */
         w->reaped = true;
-        sb_supervise_exited(d, w, status);
+        sb_worker_exit e = sb_supervise_exited(d, w, status);
+        if (!sb_supervise_affinity_exited(d, w, e.retired)) /* SB-X-15: else its slot waits */
+            sb_supervise_after_exit(d, w, e);
     }
     /* SB-X-22: a worker that exited left its children to the daemon */
     sb_supervise_end_strays(d);

@@ -20,7 +20,22 @@ void sb_supervise_stdin_lost(sb_bus *d);
 /* Acts on what the relay reported for the worker's output. */
 void sb_supervise_verdict(sb_bus *d, sb_worker *w, sb_relay_verdict v);
 void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w);
-void sb_supervise_exited(sb_bus *d, sb_worker *w, int status);
+/* What a worker's exit was, for what follows it: its connections ended
+ * (sb_supervise_affinity_exited) and its restart (sb_supervise_after_exit).
+ * The exit itself returns it, as the relay returns verdicts, rather than
+ * call what follows. */
+typedef struct {
+    bool retired;        /* its client had left (SB-X-19): recycled, not failed */
+    sb_worker_state was; /* its state when it exited (MUTED: failed for its output, 5.3) */
+} sb_worker_exit;
+/* SB-7.1.2: the exit of w, reaped with status: its last lines routed, its
+ * state STOPPED, its pipes closed, its sessions and pending requests gone. */
+sb_worker_exit sb_supervise_exited(sb_bus *d, sb_worker *w, int status);
+/* SB-7.1.3, SB-X-20: w's restart after the exit e, per policy; nothing at
+ * shutdown, and at once for a retired worker. */
+void sb_supervise_after_exit(sb_bus *d, sb_worker *w, sb_worker_exit e);
+/* SB-7.1.1: reaps every child that exited; for a worker: its exit, then
+ * the connections it ends, then its restart. */
 void sb_supervise_reap(sb_bus *d);
 /* Schedules the worker's (re)start at `at` (ms). */
 void sb_supervise_restart_at(sb_bus *d, sb_worker *w, int64_t at);
