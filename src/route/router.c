@@ -18,7 +18,6 @@ int sb_router_init(sb_router *r, int workers, int client_slots) {
     }
     r->worker_count = workers;
     r->client_slots = client_slots;
-    r->client_share = SB_ROUTER_CLIENT_SHARE;
     r->upstream_share = SB_ROUTER_UPSTREAM_SHARE;
     r->orphan_budget = SB_ROUTER_ORPHAN_BUDGET;
     return STDIO_BUS_OK;

@@ -80,21 +80,16 @@ typedef struct {
     int recycling;      /* SB-X-20: workers being restarted fresh after their client left */
     int orphans;        /* requests of clients that have left, still pending (SB-I-23, SB-I-47) */
     int *orphans_on;    /* per worker: how many of them it holds (SB-I-53) */
-    int client_share;   /* SB-I-51: requests one client may always have pending */
     int upstream_share; /* SB-I-52: most worker requests one client may owe answers to */
     int floor_free;     /* SB-I-51: entries the connected clients' floors still hold free */
     int upstream_floor_free; /* SB-I-52: likewise in the table of worker requests */
     int orphan_budget;       /* SB-I-53: most requests of departed clients before one is shed */
 } sb_router;
 
-/* Fair shares of the tables (SB-I-51..SB-I-53): a quarter of the pending
- * table per client, or more while as many entries stay free (so a client
- * alone may have half of it in flight, and one client, or two, never fill
- * it); 256
- * requests of workers awaiting one client's answers (a client that owes
- * more answers than that is not answering); half the table for the
- * requests of clients that have left. */
-#define SB_ROUTER_CLIENT_SHARE   (STDIO_BUS_MAX_PENDING_REQUESTS / 4)
+/* Fair shares of the tables (SB-I-52, SB-I-53): 256 requests of workers
+ * awaiting one client's answers (a client that owes more answers than that
+ * is not answering); half the table for the requests of clients that have
+ * left. SB-I-51's share of the pending table is the floors below. */
 #define SB_ROUTER_UPSTREAM_SHARE 256
 #define SB_ROUTER_ORPHAN_BUDGET  (STDIO_BUS_MAX_PENDING_REQUESTS / 2)
 /* Floors (issue 32): entries of each table reserved for every connected
