@@ -25,6 +25,7 @@ typedef enum {
 typedef struct sb_client {
     sb_peer peer; /* in_fd, out_fd: its socket, or stdin and stdout */
     sb_client_state state;
+    bool active;                /* read since the last idle sweep */
     int held_why;               /* in SB_CLIENT_HELD: why (an sb_route_why) */
     bool share_warned;          /* SB-I-51 said, until a request of it is recorded again */
     bool upstream_warned;       /* SB-I-52 said, until a worker request to it is recorded */

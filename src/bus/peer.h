@@ -28,7 +28,6 @@ typedef struct sb_peer {
     int64_t full_since_ms; /* SB-7.3.1-2: when out went over its cap; 0 = not */
     bool in_eof;           /* its input reached its end (a held client keeps its line) */
     bool queued;           /* on the ready list: has buffered lines to process */
-    bool active;           /* read since the last idle sweep */
     bool dirty;            /* on the flush list: out has bytes not yet tried */
     bool in_parked;        /* in_fd taken off the loop: hung up while paused */
     char name[64];         /* log context */

@@ -475,9 +475,10 @@ sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
         return verdict(SB_RELAY_ENDED, SB_WHY_NONE);
     sb_frame_commit(&p->in, (size_t)got);
     if (p->kind == SB_PEER_CLIENT) {
-        p->active = true;
+        sb_client *c = sb_bus_client(d, p);
+        c->active = true;
         if (d->limits->max_client_memory)
-            sb_relay_recount(d, sb_bus_client(d, p)); /* SB-X-17: its input buffer may have grown */
+            sb_relay_recount(d, c); /* SB-X-17: its input buffer may have grown */
         if (!sb_timers_armed(&d->timers, SB_TIMER_SWEEP))
             sb_timers_arm(&d->timers, SB_TIMER_SWEEP, sb_now_ms() + SB_IDLE_SWEEP_MS);
     }

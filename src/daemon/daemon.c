@@ -151,15 +151,15 @@ static void sweep_idle(sb_bus *d, int64_t now) {
         sb_peer *c = &cl->peer;
         if (c->kind != SB_PEER_CLIENT)
             continue;
-        if (!c->active && sb_frame_pending(&c->in) == 0)
+        if (!cl->active && sb_frame_pending(&c->in) == 0)
             sb_frame_shrink(&c->in);
-        if (!c->active && sb_outq_len(&c->out) == 0)
+        if (!cl->active && sb_outq_len(&c->out) == 0)
             sb_outq_clear(&c->out);
         if (d->limits->max_client_memory)
             sb_relay_recount(d, cl); /* SB-X-17 */
-        if (c->active || c->in.data || c->out.data)
+        if (cl->active || c->in.data || c->out.data)
             again = true;
-        c->active = false;
+        cl->active = false;
     }
     /* A worker's buffers grown for one large line go back too; those of
      * the busy size stay, so a busy worker allocates nothing per message. */
