@@ -103,12 +103,6 @@ static inline sb_client *sb_bus_client(sb_bus *d, const sb_peer *p) {
     return &d->clients.at[p->index];
 }
 
-/* p's client state; a worker's is SB_CLIENT_FREE (its own is its
- * sb_worker_state), so the relay asks the same question of every peer. */
-static inline sb_client_state sb_bus_client_state(const sb_bus *d, const sb_peer *p) {
-    return p->kind == SB_PEER_CLIENT ? d->clients.at[p->index].state : SB_CLIENT_FREE;
-}
-
 /* How a failed worker's own output is treated from the failure on. */
 typedef enum {
     SB_KEEP_OUTPUT = 0, /* its stdin broke: what it writes is still good */

@@ -29,6 +29,7 @@ sb_client *sb_client_table_take(sb_client_table *t) {
     sb_client *c = &t->at[slot];
     memset(c, 0, sizeof *c);
     c->peer.index = slot;
+    c->peer.client_state = &c->state;
     t->count++;
     return c;
 }

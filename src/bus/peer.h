@@ -7,6 +7,7 @@
 #ifndef SB_PEER_H
 #define SB_PEER_H
 
+#include "client_life.h"
 #include "frame.h"
 #include "loop.h"
 #include "outq.h"
@@ -18,6 +19,10 @@ typedef enum { SB_PEER_FREE = 0, SB_PEER_CLIENT, SB_PEER_WORKER } sb_peer_kind;
 
 typedef struct sb_peer {
     sb_peer_kind kind;
+    /* what the relay asks of every peer, read where it is kept: its client's
+     * sb_client.state, or for a worker a constant SB_CLIENT_FREE (its own
+     * state is its sb_worker_state) */
+    const sb_client_state *client_state;
     int index;  /* router id: client slot or worker id (where its sb_client, sb_worker is) */
     int in_fd;  /* client socket / stdin; worker stdout; -1 when closed */
     int out_fd; /* client socket / stdout; worker stdin; -1 when closed */
@@ -34,5 +39,11 @@ typedef struct sb_peer {
     /* its owner's loop handler (client connections / worker supervision) */
     sb_loop_fn on_event;
 } sb_peer;
+
+/* p's client state; a worker's is SB_CLIENT_FREE (its own is its
+ * sb_worker_state), so the relay asks the same question of every peer. */
+static inline sb_client_state sb_peer_client_state(const sb_peer *p) {
+    return *p->client_state;
+}
 
 #endif

@@ -14,7 +14,7 @@
 /* ---- lifecycle of peers ------------------------------------------- */
 
 void sb_relay_mark_ready(sb_bus *d, sb_peer *p) {
-    if (!p->queued && sb_bus_client_state(d, p) != SB_CLIENT_DOOMED) {
+    if (!p->queued && sb_peer_client_state(p) != SB_CLIENT_DOOMED) {
         p->queued = true;
         sb_list_push(&d->round.ready, p);
     }
@@ -128,7 +128,7 @@ void sb_relay_recount(sb_bus *d, sb_client *c) {
  * queue goes over its cap (SB-7.3.1-1, SB-I-17). Lines are never split
  * or interleaved (SB-I-26): each is appended whole behind the last. */
 void sb_relay_send(sb_bus *d, sb_peer *p, const char *line, size_t len, sb_peer *from) {
-    if (p->out_fd < 0 || sb_bus_client_state(d, p) == SB_CLIENT_DOOMED)
+    if (p->out_fd < 0 || sb_peer_client_state(p) == SB_CLIENT_DOOMED)
         return;
     if (len >= SB_DIRECT_WRITE_MIN && sb_outq_len(&p->out) == 0) {
         int rc = sb_outq_send(&p->out, p->out_fd, line, len);
@@ -187,8 +187,7 @@ void sb_relay_flush(sb_bus *d) {
     for (int i = 0; i < d->round.dirty.count; i++) {
         sb_peer *p = d->round.dirty.at[i];
         p->dirty = false;
-        if (p->kind == SB_PEER_FREE || p->out_fd < 0 ||
-            sb_bus_client_state(d, p) == SB_CLIENT_DOOMED)
+        if (p->kind == SB_PEER_FREE || p->out_fd < 0 || sb_peer_client_state(p) == SB_CLIENT_DOOMED)
             continue;
         sb_relay_write(d, p);
     }
@@ -449,7 +448,7 @@ sb_relay_verdict sb_relay_process(sb_bus *d, sb_peer *p) {
 sb_relay_verdict sb_relay_read(sb_bus *d, sb_peer *p) {
     if (p->blocked_on)
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* paused: its buffered lines go first */
-    if (sb_bus_client_state(d, p) == SB_CLIENT_HELD && !sb_frame_room(&p->in))
+    if (sb_peer_client_state(p) == SB_CLIENT_HELD && !sb_frame_room(&p->in))
         return verdict(SB_RELAY_OK, SB_WHY_NONE); /* SB-I-54: held, its buffer full */
     size_t avail;
     errno = 0;

@@ -19,7 +19,7 @@ static bool may_read(const sb_bus *d, const sb_peer *p, sb_client_state state) {
 }
 
 void sb_watch_update(sb_bus *d, sb_peer *p) {
-    sb_client_state state = sb_bus_client_state(d, p); /* a worker's: FREE */
+    sb_client_state state = sb_peer_client_state(p); /* a worker's: FREE */
     short in_events = may_read(d, p, state) ? POLLIN : 0;
     short out_events = sb_outq_len(&p->out) && state != SB_CLIENT_DOOMED ? POLLOUT : 0;
     if (p->in_parked && in_events) { /* resumed: watch the hung-up input again */

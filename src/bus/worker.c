@@ -58,7 +58,9 @@ void sb_worker_name(sb_worker *w) {
 
 int sb_worker_init(sb_worker *w, int id, const sb_pool_config *pool, const sb_limits *limits) {
     memset(w, 0, sizeof *w);
+    static const sb_client_state no_client = SB_CLIENT_FREE;
     w->peer.kind = SB_PEER_WORKER;
+    w->peer.client_state = &no_client;
     w->peer.index = id;
     w->peer.in_fd = w->peer.out_fd = w->stderr_fd = -1;
     w->id = id;

@@ -112,7 +112,7 @@ static void finish_round(sb_daemon *dm) {
             break;
         sb_peer *p = d->round.ready.at[i];
         p->queued = false;
-        if (p->kind == SB_PEER_FREE || sb_bus_client_state(d, p) == SB_CLIENT_DOOMED)
+        if (p->kind == SB_PEER_FREE || sb_peer_client_state(p) == SB_CLIENT_DOOMED)
             continue;
         sb_relay_verdict v = sb_relay_process(d, p);
         if (v.event == SB_RELAY_OK)
