@@ -292,7 +292,7 @@ static void drain_at_exit(sb_bus *d, sb_worker *w) {
 }
 
 sb_worker_exit sb_supervise_exited(sb_bus *d, sb_worker *w, int status) {
-    sb_worker_exit e = {.retired = w->retired_ms != 0, .was = w->state};
+    sb_worker_exit e = {.retired = w->retired_ms != 0};
     drain_at_exit(d, w);
     d->live_workers--;
     if (sb_frame_pending(&w->peer.in)) /* SB-I-25 */

@@ -25,8 +25,7 @@ void sb_supervise_stdout_eof(sb_bus *d, sb_worker *w);
  * The exit itself returns it, as the relay returns verdicts, rather than
  * call what follows. */
 typedef struct {
-    bool retired;        /* its client had left (SB-X-19): recycled, not failed */
-    sb_worker_state was; /* its state when it exited (MUTED: failed for its output, 5.3) */
+    bool retired; /* its client had left (SB-X-19): recycled, not failed */
 } sb_worker_exit;
 /* SB-7.1.2: the exit of w, reaped with status: its last lines routed, its
  * state STOPPED, its pipes closed, its sessions and pending requests gone. */
