@@ -7,17 +7,19 @@
 #   2. build with ASan+UBSan and run unit, fuzz replays, e2e, the conformance
 #      suite (once) and the worker suite again: any sanitizer report fails the run;
 #   3. a short fuzzing smoke of every fuzz target (ci/fuzz.sh), if AFL++ is here.
-# Both ctest runs take -j$(nproc): the heavy tests (the suite and its
+# Both ctest runs take -j$(nproc)+2: the heavy tests (the suite and its
 # self-tests, the bite map, the foreign and independent daemons, MCP and ACP
-# interop, the packages, ci-example) each hold the lock of one of two lanes
-# (cmake/Tests.cmake), so two run at once at most. The light unlocked tests
-# (unit, fuzz replays, mocks, e2e, valgrind, interop.bus, bench smoke) run as
-# slots free up.
+# interop, the packages, ci-example) each hold the lock of one of three lanes
+# (cmake/Tests.cmake), so three run at once at most, the costliest first; they
+# mostly wait on the software they judge, and their verdicts do not depend on
+# its pace (issue 37). The light unlocked tests (unit, fuzz replays, mocks,
+# e2e, valgrind, interop.bus, bench smoke) run in the slots left over.
 # Extra arguments go to both ctest runs (e.g. -L unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/install-deps.sh
 jobs=$(nproc)
+ctest_jobs=$((jobs + 2))
 
 echo "== format (ci/format-check.sh)"
 ci/format-check.sh
@@ -32,10 +34,9 @@ cmake --build build-asan -j"$jobs"
 
 if [ -x ci/fuzz.sh ] && command -v afl-clang-fast >/dev/null; then
   echo "== fuzz smoke"
-  for target in fuzz/*_fuzzer.c; do
-    name=$(basename "$target" .c)
-    ci/fuzz.sh "$name" "${SB_FUZZ_SMOKE_SECONDS:-20}"
-  done
+  # one target per core at once: each build and afl-fuzz use one core
+  for target in fuzz/*_fuzzer.c; do basename "$target" .c; done |
+    xargs -P "$jobs" -I{} ci/fuzz.sh {} "${SB_FUZZ_SMOKE_SECONDS:-20}"
 fi
 
 echo "== tests under ASan+UBSan"
@@ -50,7 +51,7 @@ run_ctest() {
   [ "$rc" -eq 0 ] || { "$root/ci/failure-digest.sh" "$log"; exit "$rc"; }
 }
 root=$PWD
-(cd build-asan && run_ctest ctest.log -j"$jobs" -L 'unit|fuzz|e2e|conformance|worker-suite|worker-catches' "$@")
+(cd build-asan && run_ctest ctest.log -j"$ctest_jobs" -L 'unit|fuzz|e2e|conformance|worker-suite|worker-catches' "$@")
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== tests"
@@ -61,4 +62,4 @@ cd build
 # (a subset, for a quick look: ctest -L bite-fast) would repeat it.
 # -LE valgrind-suite: the whole suite against ours under valgrind (about 13 min; the same
 # verdict as quiet, issue 37): run it with ctest -L valgrind-suite. CI keeps to its time.
-run_ctest ctest.log -j"$jobs" -LE 'section-|bite-fast|valgrind-suite' "$@"
+run_ctest ctest.log -j"$ctest_jobs" -LE 'section-|bite-fast|valgrind-suite' "$@"

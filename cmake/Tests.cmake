@@ -3,12 +3,18 @@
 
 # Lanes for the heavy tests, the ones that start daemons, suites or builds and
 # mostly wait on them (the suite against our daemon uses a fifth of two cores):
-# each holds the lock of lane a or lane b, so two run at once at most, beside
-# the light unlocked tests. Their times are balanced across the two lanes
-# (ci/test-all.sh). No test judges a time (those live in bench/), so none
-# needs both lanes.
+# each holds the lock of lane a, b or c, so three run at once at most, beside
+# the light unlocked tests (ci/test-all.sh runs ctest with two slots more than
+# cores). sb_heavy() gives each its lane and its COST, the seconds it took in a
+# fresh-clone CI run: ctest starts the costliest first, so no long test is left
+# to run alone at the end. Their times are balanced across the lanes. No test
+# judges a time (those live in bench/), so none needs a lane to itself.
 set(SB_LANE_A sb_lane_a)
 set(SB_LANE_B sb_lane_b)
+set(SB_LANE_C sb_lane_c)
+function(sb_heavy test lane seconds)
+  set_tests_properties(${test} PROPERTIES RESOURCE_LOCK ${lane} COST ${seconds})
+endfunction()
 
 find_program(SB_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
 if(NOT SB_PYTHON)
@@ -87,20 +93,20 @@ endif()
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/package)
   add_test(NAME package.deb COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/package/test_deb.py --build-dir ${PROJECT_BINARY_DIR})
-  set_tests_properties(package.deb PROPERTIES LABELS package TIMEOUT 900
-                       RESOURCE_LOCK ${SB_LANE_A})
+  set_tests_properties(package.deb PROPERTIES LABELS package TIMEOUT 900)
+  sb_heavy(package.deb ${SB_LANE_A} 88)
   add_test(NAME package.pip COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/package/test_pip.py --build-dir ${PROJECT_BINARY_DIR})
-  set_tests_properties(package.pip PROPERTIES LABELS package TIMEOUT 600
-                       RESOURCE_LOCK ${SB_LANE_B})
+  set_tests_properties(package.pip PROPERTIES LABELS package TIMEOUT 600)
+  sb_heavy(package.pip ${SB_LANE_C} 39)
 endif()
 
 # ci/github-actions-example.yml, its run steps executed against a stand-in daemon.
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/ci_example)
   add_test(NAME ci-example COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/ci_example --build-dir ${PROJECT_BINARY_DIR})
-  set_tests_properties(ci-example PROPERTIES LABELS ci-example TIMEOUT 1200
-                       RESOURCE_LOCK ${SB_LANE_B})
+  set_tests_properties(ci-example PROPERTIES LABELS ci-example TIMEOUT 1200)
+  sb_heavy(ci-example ${SB_LANE_C} 94)
 endif()
 
 # The worker-side suite on real MCP servers from npm (tests/interop, pinned by
@@ -111,8 +117,9 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/test_interop.py)
   add_test(NAME interop COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            --ignore=${PROJECT_SOURCE_DIR}/tests/interop/acp --ignore=${PROJECT_SOURCE_DIR}/tests/interop/acp_corpus
            ${PROJECT_SOURCE_DIR}/tests/interop)
-  set_tests_properties(interop PROPERTIES LABELS interop TIMEOUT 900 RESOURCE_LOCK ${SB_LANE_B}
+  set_tests_properties(interop PROPERTIES LABELS interop TIMEOUT 900
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
+  sb_heavy(interop ${SB_LANE_B} 53)
 endif()
 
 # Real MCP software through the daemon (issue 16): the pinned, unmodified
@@ -142,24 +149,26 @@ endif()
 # both ends (tests/interop/acp, its own package-lock.json), in stdio, unix and
 # TCP modes, compared with the client spawning the agent, with closing
 # mid-turn, reconnect and churn (issue 23 items 1 and 2, SB-X-19..SB-X-21).
-# Lane b: it judges no time (the closing-mid-turn times are measure.py's).
+# Lane c: it judges no time (the closing-mid-turn times are measure.py's).
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/acp/test_acp_bus.py)
   add_test(NAME interop.acp COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
            ${PROJECT_SOURCE_DIR}/tests/interop/acp)
-  set_tests_properties(interop.acp PROPERTIES LABELS interop TIMEOUT 2400 RESOURCE_LOCK ${SB_LANE_B}
+  set_tests_properties(interop.acp PROPERTIES LABELS interop TIMEOUT 2400
                        ENVIRONMENT STDIO_BUS=$<TARGET_FILE:stdio_bus>
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
+  sb_heavy(interop.acp ${SB_LANE_C} 241)
 endif()
 
 # The acp profile on published ACP agents nobody here wrote (issue 35): no
 # description, no credentials, offline (tests/interop/acp_corpus, its own
-# package-lock.json), each held to a hand-classified baseline. Lane b: it
+# package-lock.json), each held to a hand-classified baseline. Lane c: it
 # measures no time, and its agents wait on the suite's answer deadline.
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/acp_corpus/test_acp_corpus.py)
   add_test(NAME interop.acp-corpus COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider -n 2
            ${PROJECT_SOURCE_DIR}/tests/interop/acp_corpus)
-  set_tests_properties(interop.acp-corpus PROPERTIES LABELS interop TIMEOUT 900 RESOURCE_LOCK ${SB_LANE_B}
+  set_tests_properties(interop.acp-corpus PROPERTIES LABELS interop TIMEOUT 900
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
+  sb_heavy(interop.acp-corpus ${SB_LANE_C} 174)
 endif()
 
 if(EXISTS ${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
