@@ -14,7 +14,7 @@ from stdio_bus_conformance import check
 from stdio_bus_conformance.worker import rawjson as wj
 from stdio_bus_conformance.worker.checks import show
 from stdio_bus_conformance.worker.preflight import satisfiable
-from stdio_bus_conformance.worker.process import WorkerError
+from stdio_bus_conformance.worker.process import WorkerError, WorkerTimeout
 from stdio_bus_conformance.worker.run import envelope
 
 pytestmark = pytest.mark.worker_profile("acp")
@@ -136,15 +136,20 @@ def framing_problem(line) -> str | None:
 
 
 def full_session(worker) -> Editor:
-    """An agent taken through both prompts and an unknown method, then ended."""
+    """An agent taken as far as an editor can take it here: both prompts, when
+    the preflight's default flow got a session and a turn (else what came
+    before is all there is), then an unknown method, then ended. SB-G-1 and
+    SB-G-2 bind every line the agent writes, so those lines are judged even
+    when a login stops the flow."""
     ed = Editor(worker)
     ed.initialize()
-    sid = ed.new_session()
-    for text in (worker.desc.prompt(), worker.desc.acp_permission_prompt):
-        if text is None:  # no permission prompt without a description
-            continue
-        _, key = ed.prompt(sid, text)
-        ed.proc.answer(key, worker.timeout * 4)
+    if "acp-session" not in worker.findings:
+        sid = ed.new_session()
+        for text in (worker.desc.prompt(), worker.desc.acp_permission_prompt):
+            if text is None or "acp-turn" in worker.findings:  # no permission prompt without a description
+                continue
+            _, key = ed.prompt(sid, text)
+            ed.proc.answer(key, worker.timeout * 4)
     ed.call("no/such_method", {})
     ed.proc.finish(worker.timeout, worker.drain_timeout)
     return ed
@@ -194,7 +199,44 @@ def test_acp_initialize_negotiates_the_protocol_version(worker):
     assert got == offered, f"asked for version {offered}, which it offered, and got {got!r}"
 
 
+@pytest.mark.clause("SB-G-11")
+def test_acp_meta_is_taken_whatever_it_holds(worker):
+    """ACP Extensibility: every type has a `_meta` of any members, whose
+    values implementations make no assumptions about. The same initialize
+    with and without them (the request and its clientCapabilities) must get
+    the same protocol version."""
+    plain = Editor(worker).initialize().get("protocolVersion")
+    meta = {"traceparent": "00-80e1afed08e019fc1110464cfa66635c-7a085853722dc6d2-01",
+            "example.org/anything": [1, {"nested": None}, "x"], "example.org/flag": True}
+    obj = Editor(worker).call("initialize", {
+        "protocolVersion": PROTOCOL_VERSION, "clientInfo": CLIENT_INFO, "_meta": meta,
+        "clientCapabilities": {**CLIENT_CAPABILITIES, "_meta": {"example.org/caps": {"depth": [None]}}}})
+    assert isinstance(obj.get("result"), dict), f"initialize with _meta members got {str(obj)[:300]}"
+    got = obj["result"].get("protocolVersion")
+    assert got == plain, f"initialize got protocolVersion {plain!r} without _meta members and {got!r} with them"
+
+
 # -- sessions and turns ----------------------------------------------------------------------
+@pytest.mark.clause("SB-G-10")
+def test_acp_has_the_baseline_session_methods(worker):
+    """No login makes a method appear, so an agent that needs one still has
+    session/new and session/prompt: whatever it answers them (a session, a
+    refusal, "Authentication required", an unknown session), it is not
+    -32601. session/prompt names a session the agent never made, so no turn
+    runs; session/new is asked as the preflight's default flow asks it."""
+    ed = ready(worker)
+    obj = ed.call("session/prompt", {"sessionId": "sb-no-such-session", "prompt": [{"type": "text", "text": "hi"}]})
+    assert wj.error_code(obj) != -32601, f"session/prompt: {str(obj)[:300]}"
+    ed.log_in()
+    _, key = ed.request("session/new", {"cwd": str(worker.workdir), "mcpServers": []})
+    try:
+        obj = ed.proc.answer(key, worker.timeout * 4)
+    except WorkerTimeout:  # a back end that does not start here: the environment's, and no -32601
+        return
+    assert wj.error_code(obj) != -32601, f"session/new: {str(obj)[:300]}"
+
+
+
 @pytest.mark.clause("SB-G-5")
 def test_acp_each_session_gets_its_own_id(worker):
     ed = ready(worker)

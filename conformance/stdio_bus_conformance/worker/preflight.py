@@ -52,6 +52,7 @@ FOREIGN = ("SB-W-12", "test_a_request_with_members_it_does_not_know_is_answered"
 SIGTERM = ("SB-W-11", "test_sigterm_when_idle_ends_the_worker_by_itself")
 STRING_IDS = ("SB-W-7", "test_response_carries_the_request_id")
 NOTIFICATIONS = ("SB-J-10", "test_notifications_get_no_answer")
+BASELINE_METHODS = ("SB-G-10", "test_acp_has_the_baseline_session_methods")
 
 
 PACE = Pace()  # what this run's preflight measured (run() starts it anew)
@@ -311,11 +312,19 @@ def satisfiable(methods, env: dict) -> dict | None:
     return None
 
 
+def _lacks(answer) -> bool:
+    """Whether an answer says the method does not exist (-32601)."""
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return isinstance(error, dict) and error.get("code") == -32601
+
+
 def _acp_flow(desc: WorkerDescription, timeout: float, recorder: Recorder, workdir: str) -> list[dict]:
     """The default flow of an editor (WORKER_SPEC.md, Appendix G): initialize,
     authenticate when the agent offers a method this environment satisfies,
     session/new, a short prompt. What it cannot do here is one root cause:
-    acp-session (no session: a login, its back end), acp-turn (no turn ends)."""
+    acp-session (no session: a login, its back end), acp-turn (no turn ends);
+    a baseline method the agent does not have (-32601) is its defect, named
+    by SB-G-10's test, and blocks the same tests."""
     from .description import ACP_INITIALIZE, DEFAULT_ACP_PROMPT
     p = _Probe(desc, timeout, recorder, workdir, 30)
     try:
@@ -328,6 +337,8 @@ def _acp_flow(desc: WorkerDescription, timeout: float, recorder: Recorder, workd
             p.ask("authenticate", {"methodId": method.get("id")})
         new = p.ask("session/new", {"cwd": workdir, "mcpServers": []})
         sid = ((new or {}).get("result") or {}).get("sessionId") if isinstance(new, dict) else None
+        if _lacks(new):  # no login makes a method appear: a defect, not the environment
+            return [_finding("acp-session", BASELINE_METHODS, "session/new is not there: it got -32601")]
         if not isinstance(sid, str):
             got = "no answer" if new is None else f"{new.get('error', new)!r}"[:200]
             offered = [str(m.get("id")) for m in methods if isinstance(m, dict)]
@@ -339,6 +350,8 @@ def _acp_flow(desc: WorkerDescription, timeout: float, recorder: Recorder, workd
         ans = p.ask("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}, timeout=turn)
         if ans is None:
             return [_env_finding("acp-turn", f"a prompt ({text!r}) was not answered within {turn:g} s")]
+        if _lacks(ans):
+            return [_finding("acp-turn", BASELINE_METHODS, "session/prompt is not there: it got -32601")]
         if "error" in ans:
             return [_env_finding("acp-turn", f"a prompt ({text!r}) got {ans['error']!r}"[:300])]
         return []

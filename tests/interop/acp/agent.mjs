@@ -26,6 +26,8 @@
 //   bad-stop    ends a turn that was not cancelled with the stop reason "done" (SB-G-6)
 //   wrong-unknown-code  answers an unknown method with -32603, not -32601   (SB-G-8)
 //   linger      does not exit at end of input                              (SB-G-9)
+//   no-prompt-method  has no session/prompt: the SDK answers it -32601     (SB-G-10)
+//   strict-meta answers initialize -32602 when its _meta holds a member it does not know (SB-G-11)
 // ACP_AGENT_AUTH=VAR makes it an agent that needs a login, as published ones
 // do: it offers one `env_var` authentication method (the variable VAR), and
 // answers session/new with "Authentication required" until `authenticate`
@@ -115,6 +117,8 @@ const app = acp
   .agent({ name: "stdio-bus-interop-agent" })
   .onRequest(acp.methods.agent.initialize, ({ params }) => {
     if (BREAK === "envelope") process.stdout.write('{"initialized":true}\n');
+    if (BREAK === "strict-meta" && Object.keys(params._meta ?? {}).some((k) => k !== "traceparent"))
+      throw acp.RequestError.invalidParams(params._meta, "unknown _meta member");
     return {
     // ACP initialization, version negotiation: the client's version when supported, else ours
     protocolVersion: BREAK === "version" ? params.protocolVersion + 1
@@ -140,8 +144,8 @@ const app = acp
     sessions.set(sessionId, { cancel: null, cwd: params.cwd });
     return { sessionId };
   })
-  .onRequest(acp.methods.agent.session.prompt, runTurn)
   .onNotification(acp.methods.agent.session.cancel, ({ params }) => cancelTurn(params.sessionId));
+if (BREAK !== "no-prompt-method") app.onRequest(acp.methods.agent.session.prompt, runTurn);
 
 if (BREAK === "banner") process.stdout.write("acp agent ready\n");
 // wrong-unknown-code: the SDK's "method not found" leaves with another code (SB-G-8)

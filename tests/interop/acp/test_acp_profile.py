@@ -25,6 +25,8 @@ BREAKS = {
     "bad-stop": ({"SB-G-6"}, set()),  # also when a turn cancelled at once ends first, with "done"
     "wrong-unknown-code": ({"SB-G-8"}, set()),
     "linger": (set(), {"SB-G-9"}),
+    "no-prompt-method": ({"SB-G-10"}, set()),  # named once, by its test: not "needs authentication"
+    "strict-meta": ({"SB-G-11"}, set()),
 }
 
 
@@ -63,7 +65,10 @@ def test_the_profile_judges_the_agent_on_what_it_breaks(brk, tmp_path):
         assert clauses_of(results, "fail") == SDK_FINDINGS[0], output
         assert clauses_of(results, "warn") == SDK_FINDINGS[1], output
     judged = results["judged_must"]
-    assert judged["total"] >= 30 and judged["judged"] >= judged["total"] - 1, judged  # SB-J-9: no failing_request
+    # SB-J-9 (no failing_request) is never judged; with no session/prompt, nor are the turn's SB-G-6
+    # and SB-G-7: blocked by that root cause, not failed
+    unjudged = 3 if brk == "no-prompt-method" else 1
+    assert judged["total"] >= 33 and judged["judged"] >= judged["total"] - unjudged, judged
     assert p.returncode == 1, output  # SB-J-6, as written too
 
 
