@@ -225,16 +225,17 @@ def test_acp_has_the_baseline_session_methods(worker):
     -32601. session/prompt names a session the agent never made, so no turn
     runs; session/new is asked as the preflight's default flow asks it."""
     ed = ready(worker)
-    obj = ed.call("session/prompt", {"sessionId": "sb-no-such-session", "prompt": [{"type": "text", "text": "hi"}]})
-    assert wj.error_code(obj) != -32601, f"session/prompt: {str(obj)[:300]}"
-    ed.log_in()
-    _, key = ed.request("session/new", {"cwd": str(worker.workdir), "mcpServers": []})
-    try:
-        obj = ed.proc.answer(key, worker.timeout * 4)
-    except WorkerTimeout:  # a back end that does not start here: the environment's, and no -32601
-        return
-    assert wj.error_code(obj) != -32601, f"session/new: {str(obj)[:300]}"
-
+    asks = (("session/prompt", {"sessionId": "sb-no-such-session", "prompt": [{"type": "text", "text": "hi"}]}),
+            ("session/new", {"cwd": str(worker.workdir), "mcpServers": []}))
+    for method, params in asks:
+        if method == "session/new":
+            ed.log_in()
+        _, key = ed.request(method, params)
+        try:
+            obj = ed.proc.answer(key, worker.timeout * 4)
+        except WorkerTimeout:  # a back end that does not start here; an unanswered request is SB-J-16's
+            continue
+        assert wj.error_code(obj) != -32601, f"{method}: {str(obj)[:300]}"
 
 
 @pytest.mark.clause("SB-G-5")
