@@ -4,6 +4,7 @@ file, then the bounds in clause tests run against fake_daemon.py: a wait
 ends long before its deadline once the daemon showed its event cannot
 come, and a correct pass stays a pass."""
 
+import os
 import socket
 import threading
 import time
@@ -169,6 +170,26 @@ def test_wait_until_and_worker_log_waits_take_a_check(tmp_path):
     # what happened before the evidence and shows within LATE still counts
     later(LATE / 3, lambda: record(path, 7, "signal", b"TERM"))
     assert log.wait_for(lambda r: r.kind == "signal", LONG, "a signal", check=gone).pid == 7
+
+
+def test_a_stderr_mark_counts_every_line_already_written_however_late_its_reader(monkeypatch):
+    """A test marks the daemon's log after an answer; a line the daemon wrote
+    before that answer must fall before the mark, even when a loaded machine
+    has not yet run the thread that reads the log (here: held back 0.3 s)."""
+    from stdio_bus_conformance.common import reader as reader_mod
+    from stdio_bus_conformance.daemon.streams import DaemonStreams
+    run = reader_mod.PipeReader.run
+    monkeypatch.setattr(reader_mod.PipeReader, "run", lambda self: (time.sleep(0.3), run(self)))
+    r, w = os.pipe()
+    streams = DaemonStreams(recorder=Recorder(), timeout=LONG, exited=lambda: False,
+                            check=lambda when: None, status=lambda: "running")
+    with os.fdopen(r, "rb", buffering=0) as pipe:
+        streams.capture_stderr(pipe)
+        os.write(w, b"disconnected: client 1\n")
+        assert streams.stderr_mark() == 1, "the line written before the mark was counted after it"
+        assert streams.stderr_lines() == ["disconnected: client 1"]
+        os.close(w)
+        streams.join(LONG)
 
 
 # -- against fake_daemon.py ------------------------------------------------------------------

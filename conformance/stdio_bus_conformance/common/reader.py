@@ -3,28 +3,71 @@ stderr and socket-mode stdout, a worker's stdout and stderr).
 
 The thread hands every chunk read to `sink` as it comes, and `b""` once at
 the end of the stream (or on a read error, which ends it the same way), so
-the sink can tell "nothing yet" from "nothing more"."""
+the sink can tell "nothing yet" from "nothing more".
+
+`written()` says how many bytes the process has written so far, the sink's
+and those still in the pipe: a test that took an answer from one pipe (a socket, stdout) can
+first let the sink of another (the daemon's log) catch up with everything
+written before that answer, however far behind a loaded machine left its
+reader thread."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import select
+import struct
+import termios
 import threading
 
 CHUNK = 65536  # bytes per read: the sinks keep bounded tails, the size only sets the syscall count
 
 
-def start_reader(fd: int, sink, name: str) -> threading.Thread:
-    """Starts a daemon thread reading fd until EOF into sink(bytes); returns it
-    (join it after the process and its descendants are gone)."""
-    def loop():
+class PipeReader(threading.Thread):
+    """Reads fd until EOF into sink(bytes). A read and its sink run under one
+    lock, so that between them no byte is in neither the pipe nor the sink."""
+
+    def __init__(self, fd: int, sink, name: str):
+        super().__init__(name=name, daemon=True)
+        self.fd, self.sink = fd, sink
+        self._lock = threading.Lock()
+        self._done = False
+
+    def run(self):
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
             try:
-                data = os.read(fd, CHUNK)
+                poller.poll()  # wait outside the lock: written() must not wait for the next write
             except OSError:
-                data = b""
-            sink(data)
-            if not data:
-                return
-    t = threading.Thread(target=loop, name=name, daemon=True)
+                pass
+            with self._lock:
+                try:
+                    data = os.read(self.fd, CHUNK)
+                except OSError:
+                    data = b""
+                self.sink(data)
+                if not data:
+                    self._done = True
+                    return
+
+    def written(self, sunk) -> int:
+        """What the process has written so far: sunk() (the sink's own count
+        of bytes it had) plus the bytes still in the pipe, both read while no
+        chunk is between the two. Call it holding none of the sink's locks."""
+        with self._lock:
+            if self._done:
+                return sunk()
+            try:
+                buf = fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0")
+            except OSError:
+                return sunk()
+            return sunk() + struct.unpack("i", buf)[0]
+
+
+def start_reader(fd: int, sink, name: str) -> PipeReader:
+    """Starts a daemon thread reading fd until EOF into sink(bytes); returns it
+    (join it after the process and its descendants are gone)."""
+    t = PipeReader(fd, sink, name)
     t.start()
     return t

@@ -138,20 +138,23 @@ class DaemonStreams:
         self._stdout_total = 0
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self._err_reader = None  # the stderr pipe's PipeReader (stderr_mark catches up with it)
 
     # -- capture -------------------------------------------------------------
     def capture_stderr(self, pipe) -> None:
         """Reads the daemon's stderr pipe from now on (a thread of its own)."""
         with contextlib.suppress(OSError):  # above the system's pipe-max-size: the default pipe
             fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), STDERR_PIPE)
-        self._spawn_reader(pipe.fileno(), self._on_stderr, "stderr")
+        self._err_reader = self._spawn_reader(pipe.fileno(), self._on_stderr, "stderr")
 
     def capture_stdout(self, pipe) -> None:
         """Socket modes: reads the daemon's stdout pipe (it should stay empty)."""
         self._spawn_reader(pipe.fileno(), self._on_stdout, "stdout")
 
     def _spawn_reader(self, fd, sink, what):
-        self._threads.append(start_reader(fd, sink, f"sb-daemon-{what}"))
+        reader = start_reader(fd, sink, f"sb-daemon-{what}")
+        self._threads.append(reader)
+        return reader
 
     def join(self, timeout: float) -> None:
         """Waits for the readers to end (each up to `timeout` s)."""
@@ -162,6 +165,7 @@ class DaemonStreams:
         """Forgets everything read: the daemon is started again (start() retrying
         on another port), after its pipes were closed."""
         self._threads.clear()
+        self._err_reader = None
         with self._cond:
             self._err_lines.clear()
             self._err_raw.clear()
@@ -228,9 +232,21 @@ class DaemonStreams:
 
     def stderr_mark(self) -> int:
         """The number of the next stderr line: pass it as `since` to see only
-        the lines written after this call."""
+        the lines written after this call. Every line the daemon had written
+        by then is read first: a test marks after an answer (a sync), and the
+        daemon's lines about what came before that answer must fall before
+        the mark however late a loaded machine runs the stderr reader."""
+        self._catch_up()
         with self._cond:
             return self._err_first + len(self._err_lines)
+
+    def _catch_up(self) -> None:
+        reader = self._err_reader
+        if reader is None:
+            return
+        target = reader.written(lambda: self._err_total)  # not under _cond: the sink takes it
+        with self._cond:
+            self._cond.wait_for(lambda: self._err_total >= target or self._err_eof, timeout=self.timeout)
 
     def stderr_bytes(self) -> bytes:
         """The kept stderr (the last STDERR_KEEP bytes, whole lines)."""
