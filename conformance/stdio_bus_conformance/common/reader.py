@@ -13,6 +13,7 @@ reader thread."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import select
@@ -37,10 +38,8 @@ class PipeReader(threading.Thread):
         poller = select.poll()
         poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
-            try:
+            with contextlib.suppress(OSError):  # a failed poll: the read below says so and ends the stream
                 poller.poll()  # wait outside the lock: written() must not wait for the next write
-            except OSError:
-                pass
             with self._lock:
                 try:
                     data = os.read(self.fd, CHUNK)
