@@ -6,8 +6,9 @@
 # each holds the lock of lane a, b or c, so three run at once at most, beside
 # the light unlocked tests (ci/test-all.sh runs ctest with two slots more than
 # cores). sb_heavy() gives each its lane and its COST, the seconds it took in a
-# fresh-clone CI run: ctest starts the costliest first, so no long test is left
-# to run alone at the end. Their times are balanced across the lanes. No test
+# fresh-clone CI run: ctest starts first the tests others depend on (the quiet
+# verdicts busy and the matrix read), then the costliest, so no long test is
+# left to run alone at the end. Their times are balanced across the lanes. No test
 # judges a time (those live in bench/), so none needs a lane to itself.
 set(SB_LANE_A sb_lane_a)
 set(SB_LANE_B sb_lane_b)
