@@ -5,6 +5,13 @@ The thread hands every chunk read to `sink` as it comes, and `b""` once at
 the end of the stream (or on a read error, which ends it the same way), so
 the sink can tell "nothing yet" from "nothing more".
 
+The thread owns the pipe's read end: it closes it when the stream ends, and
+nobody else does. A pipe closed under a reader still blocked in poll() (a
+descendant of the process kept the pipe open) would hand its fd number to
+the next pipe the harness opens, and the old reader would read the next
+process's output as its own: one worker's answer taken for another's, an
+answer "never" coming, only when teardown and the next start interleave.
+
 `written()` says how many bytes the process has written so far, the sink's
 and those still in the pipe: a test that took an answer from one pipe (a socket, stdout) can
 first let the sink of another (the daemon's log) catch up with everything
@@ -25,12 +32,14 @@ CHUNK = 65536  # bytes per read: the sinks keep bounded tails, the size only set
 
 
 class PipeReader(threading.Thread):
-    """Reads fd until EOF into sink(bytes). A read and its sink run under one
-    lock, so that between them no byte is in neither the pipe nor the sink."""
+    """Reads the pipe until EOF into sink(bytes), then closes it. A read and
+    its sink run under one lock, so that between them no byte is in neither
+    the pipe nor the sink."""
 
-    def __init__(self, fd: int, sink, name: str):
+    def __init__(self, pipe, sink, name: str):
+        """pipe: the read end (a file object); the reader owns it from now on."""
         super().__init__(name=name, daemon=True)
-        self.fd, self.sink = fd, sink
+        self.pipe, self.fd, self.sink = pipe, pipe.fileno(), sink
         self._lock = threading.Lock()
         self._done = False
 
@@ -48,6 +57,8 @@ class PipeReader(threading.Thread):
                 self.sink(data)
                 if not data:
                     self._done = True
+                    with contextlib.suppress(OSError):
+                        self.pipe.close()  # only now may its fd number be reused
                     return
 
     def written(self, sunk) -> int:
@@ -64,9 +75,10 @@ class PipeReader(threading.Thread):
             return sunk() + struct.unpack("i", buf)[0]
 
 
-def start_reader(fd: int, sink, name: str) -> PipeReader:
-    """Starts a daemon thread reading fd until EOF into sink(bytes); returns it
-    (join it after the process and its descendants are gone)."""
-    t = PipeReader(fd, sink, name)
+def start_reader(pipe, sink, name: str) -> PipeReader:
+    """Starts a daemon thread reading the pipe (a file object, which it owns
+    and closes at the end) until EOF into sink(bytes); returns it (join it
+    after the process and its descendants are gone)."""
+    t = PipeReader(pipe, sink, name)
     t.start()
     return t

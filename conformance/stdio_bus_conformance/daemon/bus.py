@@ -227,10 +227,11 @@ class Bus:
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
         got = {1: [bytearray(), 0], 2: [bytearray(), 0]}
 
-        def drain(f, slot):
+        def drain(f, slot):  # owns f: closes it at the end (common/reader.py says why)
             while True:
                 data = f.read1(65536) if hasattr(f, "read1") else f.read(65536)
                 if not data:
+                    f.close()
                     return
                 slot[1] += len(data)
                 room = keep - len(slot[0])
@@ -268,8 +269,6 @@ class Bus:
             p.wait()
         for t in readers:
             t.join(2)
-        for f in (p.stdout, p.stderr):
-            f.close()
         out, err = bytes(got[1][0]), bytes(got[2][0])
         self.recorder.add("daemon stderr", err)
         if ended is not None:

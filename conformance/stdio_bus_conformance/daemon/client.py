@@ -10,6 +10,7 @@ is delivered without one.
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import itertools
 import json
@@ -115,6 +116,9 @@ class Client:
     def _read_chunk(self) -> bytes:
         raise NotImplementedError
 
+    def _reader_ended(self) -> None:
+        """The stream ended: what the reader owns is released."""
+
     def _reader_loop(self) -> None:
         reason = "end of stream"
         try:
@@ -132,6 +136,7 @@ class Client:
             self._eof = True
             self._eof_reason = reason
             self._cond.notify_all()
+        self._reader_ended()
         self.recorder.add(f"daemon -> {self.name}", f"[connection closed: {reason}]\n")
 
     def _feed(self, data: bytes) -> None:
@@ -422,10 +427,12 @@ class StdioClient(Client):
 
     def __init__(self, name, recorder, stdin, stdout, timeout=DEFAULT_TIMEOUT, watch=None):
         """stdin, stdout: the daemon's pipes as unbuffered file objects; the
-        client closes stdin, the Daemon closes stdout once this reader is done."""
+        client closes stdin; its reader closes stdout when the stream ends
+        (common/reader.py says why nobody else may)."""
         super().__init__(name, recorder, timeout, watch)
         self.on_close = None  # called when the test closes stdin (the daemon may exit now)
         self._wfile = stdin
+        self._rfile = stdout
         self._wfd = stdin.fileno()
         self._rfd = stdout.fileno()
         os.set_blocking(self._wfd, False)
@@ -433,6 +440,10 @@ class StdioClient(Client):
 
     def _read_chunk(self) -> bytes:
         return os.read(self._rfd, 65536)
+
+    def _reader_ended(self) -> None:
+        with contextlib.suppress(OSError):
+            self._rfile.close()
 
     def _write_some(self, view, deadline):
         while True:

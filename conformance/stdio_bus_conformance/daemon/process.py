@@ -507,12 +507,11 @@ class Daemon:
 
     @staticmethod
     def _close_pipes(proc) -> None:
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass
+        """Closes the daemon's stdin; stdout and stderr are closed by their
+        readers when they end (common/reader.py says why)."""
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
 
     # -- the log queries tests ask of the daemon (README: `Daemon`), answered by its streams --
     stderr_mark = _asked_of_streams("stderr_mark")

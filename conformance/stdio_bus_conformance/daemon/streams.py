@@ -145,14 +145,14 @@ class DaemonStreams:
         """Reads the daemon's stderr pipe from now on (a thread of its own)."""
         with contextlib.suppress(OSError):  # above the system's pipe-max-size: the default pipe
             fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), STDERR_PIPE)
-        self._err_reader = self._spawn_reader(pipe.fileno(), self._on_stderr, "stderr")
+        self._err_reader = self._spawn_reader(pipe, self._on_stderr, "stderr")
 
     def capture_stdout(self, pipe) -> None:
         """Socket modes: reads the daemon's stdout pipe (it should stay empty)."""
-        self._spawn_reader(pipe.fileno(), self._on_stdout, "stdout")
+        self._spawn_reader(pipe, self._on_stdout, "stdout")
 
-    def _spawn_reader(self, fd, sink, what):
-        reader = start_reader(fd, sink, f"sb-daemon-{what}")
+    def _spawn_reader(self, pipe, sink, what):
+        reader = start_reader(pipe, sink, f"sb-daemon-{what}")
         self._threads.append(reader)
         return reader
 

@@ -15,6 +15,7 @@ fails); the suite's own problems raise HarnessError.
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import functools
 import os
@@ -121,9 +122,11 @@ class WorkerProc:
         self.pid = self.proc.pid
         self.recorder.note(f"{name}: pid {self.pid}")
         self._wfd = self.proc.stdin.fileno()
+        self._stdout_ino = os.fstat(self.proc.stdout.fileno()).st_ino  # pipe_fds, after its reader closed it
         os.set_blocking(self._wfd, False)
-        self._threads = [start_reader(self.proc.stdout.fileno(), self._on_stdout, f"sb-{name}-stdout"),
-                         start_reader(self.proc.stderr.fileno(), self._on_stderr, f"sb-{name}-stderr")]
+        # the readers own (and close) stdout and stderr: common/reader.py says why
+        self._threads = [start_reader(self.proc.stdout, self._on_stdout, f"sb-{name}-stdout"),
+                         start_reader(self.proc.stderr, self._on_stderr, f"sb-{name}-stderr")]
 
     # -- what the readers hand over ------------------------------------------------
     def _on_stdout(self, data: bytes) -> None:
@@ -421,23 +424,28 @@ class WorkerProc:
             t.join(2)
 
     def stop(self) -> None:
-        """Teardown: kill the worker and anything left in its process group."""
-        self.kill()
+        """Teardown: kill the worker and anything left in its process group
+        (first: a launcher's child holding the pipes would keep the readers,
+        and this wait, going), then close its stdin; the readers close stdout
+        and stderr at their end (common/reader.py)."""
+        if self.proc.poll() is None:
+            self.recorder.note(f"{self.name}: suite sends SIGKILL")
+            self.killed = True
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            pass
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except OSError:
-                pass
+            self.proc.kill()  # not its group's leader any more: the worker alone
+        self.returncode = self.proc.wait()
+        for t in self._threads:
+            t.join(2)
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
 
     def pipe_fds(self) -> dict:
         """Which of the worker's fds still point at the suite's stdin and
         stdout pipes: {"stdin": [fd...], "stdout": [fd...]} (from /proc)."""
         ours = {"stdin": os.fstat(self._wfd).st_ino if not self._stdin_closed else None,
-                "stdout": os.fstat(self.proc.stdout.fileno()).st_ino}
+                "stdout": self._stdout_ino}
         out = {"stdin": [], "stdout": []}
         for fd, target in procinfo.fds(self.pid).items():
             for which, ino in ours.items():
