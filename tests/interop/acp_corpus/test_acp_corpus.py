@@ -21,6 +21,7 @@ Skips without node_modules outside CI; in CI (CI set) it fails then.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,24 @@ def installed(agent: str) -> Path:
     pytest.skip(f"{path} is absent: run `npm ci` in tests/interop/acp_corpus (ci/install-deps.sh does)")
 
 
+RUN_LIMIT = 600  # s: inside ctest's 900 s, so a run that hangs fails here with what it printed
+
+
+def run_bounded(cmd: list, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """Runs the suite in a session of its own; past RUN_LIMIT the whole
+    session is killed (its pytest workers and the agents hold the pipes) and
+    the test fails with the run's last output."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
+                          start_new_session=True) as p:
+        try:
+            out, err = p.communicate(timeout=RUN_LIMIT)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            pytest.fail(f"the run did not end within {RUN_LIMIT} s:\n{out[-6000:]}\n{err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
 def by_outcome(results: dict, *outcomes) -> dict:
     return {t["nodeid"]: t["message"] for t in results["tests"] if t["outcome"] in outcomes}
 
@@ -62,7 +81,7 @@ def test_each_agent_is_judged_on_its_transport_and_held_to_its_baseline(agent, t
     cmd = [sys.executable, str(RUN_PY), "--worker", str(path), "--worker-profile", "acp",
            "--baseline", str(HERE / "baselines" / f"{agent}.json"), "--report-dir", str(report),
            "-j", JOBS.get(agent, "1"), "--seed", "35", "-q"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    p = run_bounded(cmd, tmp_path, env)
     results = json.loads((report / "results.json").read_text())
     output = f"{p.stdout[-6000:]}\n{p.stderr[-2000:]}\nreport: {report}"
     assert not results["fatal_errors"] and not results["collection_errors"], output
