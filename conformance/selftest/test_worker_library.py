@@ -186,3 +186,38 @@ def _has_pipe(pid: int, ino: int) -> bool:
         return any(os.readlink(f"/proc/{pid}/fd/{fd}") == f"pipe:[{ino}]" for fd in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return False
+
+
+PINGED_SERVER = textwrap.dedent("""
+    import json, sys, time
+    for line in sys.stdin:
+        m = json.loads(line)
+        time.sleep(float(sys.argv[1]))
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {}}), flush=True)
+""")
+
+
+@pytest.mark.parametrize("delay, slow", [(0.0, False), (3.0, True)])
+def test_a_worker_far_slower_than_its_preflight_gets_a_note_not_a_failure(tmp_path, monkeypatch, delay, slow):
+    """Issue 37: the preflight saw the worker answer in 0.1 s; a test that sees
+    it take 3 s (half its 5 s wait, 30 times the preflight) says so in a
+    note, so that a wait that ran out is read for what it may be; a test at
+    the preflight's pace says nothing."""
+    from stdio_bus_conformance.common import context
+    from stdio_bus_conformance.common.pace import Pace
+    from stdio_bus_conformance.worker.description import from_options
+    from stdio_bus_conformance.worker.run import WorkerContext, WorkerRun
+    monkeypatch.setattr(context.state, "pace", Pace(answer=0.05, initialize=0.1))
+    desc = from_options(f"{sys.executable} -c '{PINGED_SERVER}' {delay}", ["plain"], [], None, None)
+    run = WorkerRun(WorkerContext(desc=desc, seed=1, timeout=5.0, first_timeout=5.0), "t::slow")
+    try:
+        w = run.spawn()
+        w.send(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        w.until(("n", 1))
+        run.stop()
+        notes = run.slow_notes()
+        assert bool(notes) == slow, notes
+        assert not notes or "a fresh worker's first answer" in notes[0]
+    finally:
+        run.stop()
+        run.cleanup()

@@ -111,7 +111,11 @@ def worker(request):
     finally:
         try:
             w.stop()
-            if request.node.stash.get(keys.FAILED, False):
+            notes = w.slow_notes()  # a note, not a failure: the verdict is the clauses'
+            if notes:
+                request.node.stash[keys.FINDINGS] = [{"kind": "slow", "test": request.node.nodeid,
+                                                      "detail": n, "clause": None} for n in notes]
+            if request.node.stash.get(keys.FAILED, False) or notes:
                 w.write_artifacts(artifacts.artifact_dir(request.node.nodeid),
                                   artifacts.rerun_command(request.node))
         finally:

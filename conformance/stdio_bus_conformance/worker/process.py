@@ -97,6 +97,9 @@ class WorkerProc:
         self.lines: list[Line] = []          # every line, in arrival order
         self.settled = -1                    # seq of the last line of the MCP handshake (-1: none)
         self.request_keys: set = set()       # id keys of every request the suite wrote
+        self._asked: dict = {}               # id key -> (when it was sent, its kind of event: Pace's)
+        self.timed: set = set()              # the methods whose round trips the preflight timed
+        self.round_trips: list[tuple[str, float]] = []  # (kind, s) of each request answered
         self.stdout = bytearray()            # every byte, exactly
         self._stderr = bytearray()
         self._queue: collections.deque[Line] = collections.deque()
@@ -147,6 +150,9 @@ class WorkerProc:
             self._cond.notify_all()
 
     def _deliver(self, line: Line) -> None:
+        if line.kind == "response" and line.id_key in self._asked:  # its pace, for slow notes
+            sent, kind = self._asked.pop(line.id_key)
+            self.round_trips.append((kind, line.t - sent))
         self.lines.append(line)
         self._queue.append(line)
         self.recorder.add(f"{self.name} -> suite", line.data)
@@ -173,6 +179,11 @@ class WorkerProc:
             obj = wj.parse(line) if b'"method"' in line else None
             if wj.kind(obj) == "request":
                 self.request_keys.add(wj.key_of(obj["id"]))
+                method = obj.get("method")
+                if isinstance(method, str) and method in self.timed:  # a fresh worker's first answer: its start-up
+                    with self._cond:
+                        self._asked.setdefault(wj.key_of(obj["id"]),
+                                               (time.monotonic(), "answer" if self.lines else "initialize"))
                 if obj.get("method") == "initialize":  # a server may load before it answers it
                     self._loading, self._loading_since = True, len(self.lines)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)

@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from . import rawjson as wj
+from ..common import context
 from ..common.errors import HarnessError
 from ..common.transcript import Recorder, render
 from .description import ACP_INITIALIZE, WorkerDescription, fill, mentions, speaks
@@ -203,6 +204,8 @@ class WorkerRun:
         p = WorkerProc(self.desc.argv(args), full_env, self.workdir, self.recorder,
                        f"worker#{len(self.procs) + 1}", self.timeout, self.ctx.first_timeout)
         self.procs.append(p)
+        # what the preflight timed (its pace): a turn or a tool's work is no round trip
+        p.timed = {"initialize", "ping", self.desc.the_request()["method"]}
         p.auto_reply = self.reply_to if auto_reply else None
         p.before_signal = self._before_signal
         p.before_send = self._before_send
@@ -512,6 +515,17 @@ class WorkerRun:
     def stop(self) -> None:
         for p in self.procs:
             p.stop()
+
+    def slow_notes(self) -> list[str]:
+        """What this test saw the worker take far longer for than its
+        preflight did (common/pace.py): a note, not a failure, so that a wait
+        of this test that ran out is read for what it may be."""
+        pace, slowest = context.pace(), {}
+        for p in self.procs:
+            for kind, seconds in p.round_trips:
+                slowest[kind] = max(slowest.get(kind, 0.0), seconds)
+        waits = {"answer": self.timeout, "initialize": max(self.timeout, self.ctx.first_timeout)}
+        return [n for n in (pace.slow_note(k, s, waits[k]) for k, s in slowest.items()) if n]
 
     def transcript(self) -> str:
         return render(self.recorder)
