@@ -180,8 +180,8 @@ class WorkerProc:
             if wj.kind(obj) == "request":
                 self.request_keys.add(wj.key_of(obj["id"]))
                 method = obj.get("method")
-                if isinstance(method, str) and method in self.timed:  # a fresh worker's first answer: its start-up
-                    with self._cond:
+                if isinstance(method, str) and method in self.timed:
+                    with self._cond:  # to a fresh worker (nothing written yet), the answer is its start-up
                         self._asked.setdefault(wj.key_of(obj["id"]),
                                                (time.monotonic(), "answer" if self.lines else "initialize"))
                 if obj.get("method") == "initialize":  # a server may load before it answers it
