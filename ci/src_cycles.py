@@ -35,20 +35,30 @@ def source_name(obj: Path) -> str:
     return "/".join(parts[i + 1:])[:-2]
 
 
+def nm(objects: list, *flags: str) -> dict:
+    """{object: [its nm lines]}: one nm over every object (-A names each
+    line's object), not one per object, so a loaded machine runs 2, not 200"""
+    out = subprocess.run(["nm", "-A", *flags, *map(str, objects)], capture_output=True,
+                         text=True, check=True).stdout
+    lines = {str(obj): [] for obj in objects}
+    for line in out.splitlines():
+        obj, _, rest = line.partition(": ") if ": " in line else line.partition(":")
+        if obj in lines and rest.strip():
+            lines[obj].append(rest)
+    return lines
+
+
 def call_edges(objects: list) -> dict:
     """{file: {file it calls into: [symbols]}}, files named as in src/"""
     defined, undefined = {}, {}
-    for obj in sorted(objects):
-        name = source_name(obj)
-        out = subprocess.run(["nm", "--defined-only", "-g", str(obj)], capture_output=True,
-                             text=True, check=True).stdout
-        for line in out.splitlines():
+    objects = sorted(objects)
+    for obj, lines in nm(objects, "--defined-only", "-g").items():
+        for line in lines:
             parts = line.split()
             if len(parts) == 3:
-                defined[parts[2]] = name
-        out = subprocess.run(["nm", "--undefined-only", str(obj)], capture_output=True,
-                             text=True, check=True).stdout
-        undefined[name] = [line.split()[-1] for line in out.splitlines() if line.strip()]
+                defined[parts[2]] = source_name(Path(obj))
+    for obj, lines in nm(objects, "--undefined-only").items():
+        undefined[source_name(Path(obj))] = [line.split()[-1] for line in lines]
     edges = {}
     for name, syms in undefined.items():
         for s in syms:
