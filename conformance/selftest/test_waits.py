@@ -192,6 +192,32 @@ def test_a_stderr_mark_counts_every_line_already_written_however_late_its_reader
         streams.join(LONG)
 
 
+def test_a_flood_of_one_line_does_not_push_out_the_line_a_late_test_waits_for(monkeypatch):
+    """fbus's EOF flood wrote its warning, then megabytes of one other line;
+    a test its loaded machine let look only after that must still find the
+    warning after its mark (seen beside a second CI run: SB-4.3-2 'no line')."""
+    from stdio_bus_conformance.daemon import streams as streams_mod
+    from stdio_bus_conformance.daemon.streams import DaemonStreams
+    monkeypatch.setattr(streams_mod, "STDERR_KEEP", 4096)
+    monkeypatch.setattr(streams_mod, "EVICTED_KEEP", 4096, raising=False)
+    r, w = os.pipe()
+    streams = DaemonStreams(recorder=Recorder(), timeout=LONG, exited=lambda: False,
+                            check=lambda when: None, status=lambda: "running")
+    with os.fdopen(r, "rb", buffering=0) as pipe:
+        streams.capture_stderr(pipe)
+        os.write(w, b"started\n")
+        mark = streams.stderr_mark()
+        os.write(w, b"warning: no routing information, hanging up client 1\n")
+        for _ in range(40):
+            os.write(w, b"input closed; waiting for the client to come back\n" * 50)
+        assert streams.stderr_mark() > 2000 and streams.stderr_truncated
+        assert streams.wait_stderr("no routing information", 0.5, since=mark)
+        assert streams.stderr_lines(mark)[0].startswith("warning: no routing")
+        assert "started" not in streams.stderr_lines(mark)  # before the mark: not after it
+        os.close(w)
+        streams.join(LONG)
+
+
 # -- against fake_daemon.py ------------------------------------------------------------------
 WAITS_SUITE = '''
 import os, signal, time

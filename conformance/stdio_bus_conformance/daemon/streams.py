@@ -30,6 +30,7 @@ from ..common.transcript import Recorder
 from . import evidence, logwords
 
 STDERR_KEEP = 1 << 20     # bytes of daemon stderr kept (the last ones)
+EVICTED_KEEP = 1 << 20    # bytes of the lines pushed out of them, a run of equal lines as one
 STDOUT_KEEP = 1 << 20     # bytes of daemon stdout kept in socket modes (the first ones)
 LATE_LINE = 0.25          # s a log wait ended by evidence still waits: a line written before it may be in the pipe
 STDERR_AFTER_EXIT = 5.0   # s an exited daemon's stderr may stay open (held by a process it left)
@@ -130,6 +131,11 @@ class DaemonStreams:
         self._err_lines: collections.deque[str] = collections.deque()     # decoded
         self._err_raw: collections.deque[bytes] = collections.deque()     # as written
         self._err_kept = 0
+        # lines pushed out of the kept window, a run of equal lines kept once: (number, text).
+        # A flood of one line must not push out, before a loaded machine let the test look,
+        # the one line the test waits for (seen: fbus's EOF flood and SB-4.3-2's warning)
+        self._evicted: collections.deque[tuple[int, str, int]] = collections.deque()
+        self._evicted_kept = 0
         self._err_first = 0             # absolute number of the first kept line
         self._err_total = 0             # bytes written to stderr in all
         self._err_partial = b""
@@ -170,6 +176,8 @@ class DaemonStreams:
             self._err_lines.clear()
             self._err_raw.clear()
             self._err_kept = self._err_first = self._err_total = 0
+            self._evicted.clear()
+            self._evicted_kept = 0
             self._err_partial = b""
             self._err_eof = False
             self._stdout.clear()
@@ -198,10 +206,18 @@ class DaemonStreams:
                 self._err_raw.append(raw)
                 self._err_kept += len(raw) + 1
             while self._err_kept > STDERR_KEEP and len(self._err_lines) > 1:
-                self._err_lines.popleft()
-                self._err_kept -= len(self._err_raw.popleft()) + 1
-                self._err_first += 1
+                self._evict(self._err_lines.popleft(), len(self._err_raw.popleft()) + 1)
             self._cond.notify_all()
+
+    def _evict(self, text: str, size: int) -> None:
+        """Line _err_first leaves the kept window. Caller holds _cond."""
+        self._err_kept -= size
+        if not self._evicted or self._evicted[-1][1] != text:
+            self._evicted.append((self._err_first, text, size))
+            self._evicted_kept += size
+            while self._evicted_kept > EVICTED_KEEP and len(self._evicted) > 1:
+                self._evicted_kept -= self._evicted.popleft()[2]
+        self._err_first += 1
 
     def _on_stdout(self, data: bytes) -> None:
         if data:
@@ -217,6 +233,8 @@ class DaemonStreams:
         """(kept lines numbered mark and up, the next mark). Caller holds _cond."""
         start = max(mark, self._err_first) - self._err_first
         lines = list(self._err_lines)[start:] if start else list(self._err_lines)
+        if mark < self._err_first:  # pushed out since: each distinct one still counts
+            lines = [text for n, text, _ in self._evicted if n >= mark] + lines
         return lines, self._err_first + len(self._err_lines)
 
     @property
