@@ -172,24 +172,29 @@ def test_wait_until_and_worker_log_waits_take_a_check(tmp_path):
     assert log.wait_for(lambda r: r.kind == "signal", LONG, "a signal", check=gone).pid == 7
 
 
+def stderr_streams():
+    """A daemon's streams reading a pipe's stderr, and the pipe's write end."""
+    from stdio_bus_conformance.daemon.streams import DaemonStreams
+    r, w = os.pipe()
+    streams = DaemonStreams(recorder=Recorder(), timeout=LONG, exited=lambda: False,
+                            check=lambda when: None, status=lambda: "running")
+    streams.capture_stderr(os.fdopen(r, "rb", buffering=0))  # its reader owns and closes it
+    return streams, w
+
+
 def test_a_stderr_mark_counts_every_line_already_written_however_late_its_reader(monkeypatch):
     """A test marks the daemon's log after an answer; a line the daemon wrote
     before that answer must fall before the mark, even when a loaded machine
     has not yet run the thread that reads the log (here: held back 0.3 s)."""
     from stdio_bus_conformance.common import reader as reader_mod
-    from stdio_bus_conformance.daemon.streams import DaemonStreams
     run = reader_mod.PipeReader.run
     monkeypatch.setattr(reader_mod.PipeReader, "run", lambda self: (time.sleep(0.3), run(self)))
-    r, w = os.pipe()
-    streams = DaemonStreams(recorder=Recorder(), timeout=LONG, exited=lambda: False,
-                            check=lambda when: None, status=lambda: "running")
-    with os.fdopen(r, "rb", buffering=0) as pipe:
-        streams.capture_stderr(pipe)
-        os.write(w, b"disconnected: client 1\n")
-        assert streams.stderr_mark() == 1, "the line written before the mark was counted after it"
-        assert streams.stderr_lines() == ["disconnected: client 1"]
-        os.close(w)
-        streams.join(LONG)
+    streams, w = stderr_streams()
+    os.write(w, b"disconnected: client 1\n")
+    assert streams.stderr_mark() == 1, "the line written before the mark was counted after it"
+    assert streams.stderr_lines() == ["disconnected: client 1"]
+    os.close(w)
+    streams.join(LONG)
 
 
 def test_a_flood_of_one_line_does_not_push_out_the_line_a_late_test_waits_for(monkeypatch):
@@ -197,25 +202,20 @@ def test_a_flood_of_one_line_does_not_push_out_the_line_a_late_test_waits_for(mo
     a test its loaded machine let look only after that must still find the
     warning after its mark (seen beside a second CI run: SB-4.3-2 'no line')."""
     from stdio_bus_conformance.daemon import streams as streams_mod
-    from stdio_bus_conformance.daemon.streams import DaemonStreams
     monkeypatch.setattr(streams_mod, "STDERR_KEEP", 4096)
     monkeypatch.setattr(streams_mod, "EVICTED_KEEP", 4096, raising=False)
-    r, w = os.pipe()
-    streams = DaemonStreams(recorder=Recorder(), timeout=LONG, exited=lambda: False,
-                            check=lambda when: None, status=lambda: "running")
-    with os.fdopen(r, "rb", buffering=0) as pipe:
-        streams.capture_stderr(pipe)
-        os.write(w, b"started\n")
-        mark = streams.stderr_mark()
-        os.write(w, b"warning: no routing information, hanging up client 1\n")
-        for _ in range(40):
-            os.write(w, b"input closed; waiting for the client to come back\n" * 50)
-        assert streams.stderr_mark() > 2000 and streams.stderr_truncated
-        assert streams.wait_stderr("no routing information", 0.5, since=mark)
-        assert streams.stderr_lines(mark)[0].startswith("warning: no routing")
-        assert "started" not in streams.stderr_lines(mark)  # before the mark: not after it
-        os.close(w)
-        streams.join(LONG)
+    streams, w = stderr_streams()
+    os.write(w, b"started\n")
+    mark = streams.stderr_mark()
+    os.write(w, b"warning: no routing information, hanging up client 1\n")
+    for _ in range(40):
+        os.write(w, b"input closed; waiting for the client to come back\n" * 50)
+    assert streams.stderr_mark() > 2000 and streams.stderr_truncated
+    assert streams.wait_stderr("no routing information", 0.5, since=mark)
+    assert streams.stderr_lines(mark)[0].startswith("warning: no routing")
+    assert "started" not in streams.stderr_lines(mark)  # before the mark: not after it
+    os.close(w)
+    streams.join(LONG)
 
 
 # -- against fake_daemon.py ------------------------------------------------------------------
