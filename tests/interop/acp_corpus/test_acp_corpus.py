@@ -21,12 +21,13 @@ Skips without node_modules outside CI; in CI (CI set) it fails then.
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/interop: worker_suite
+from worker_suite import run_bounded  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
@@ -46,24 +47,6 @@ def installed(agent: str) -> Path:
         pytest.fail(f"{path} is not installed: in CI these tests must run "
                     "(ci/install-deps.sh runs `npm ci` in tests/interop/acp_corpus)")
     pytest.skip(f"{path} is absent: run `npm ci` in tests/interop/acp_corpus (ci/install-deps.sh does)")
-
-
-RUN_LIMIT = 600  # s: inside ctest's 900 s, so a run that hangs fails here with what it printed
-
-
-def run_bounded(cmd: list, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    """Runs the suite in a session of its own; past RUN_LIMIT the whole
-    session is killed (its pytest workers and the agents hold the pipes) and
-    the test fails with the run's last output."""
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
-                          start_new_session=True) as p:
-        try:
-            out, err = p.communicate(timeout=RUN_LIMIT)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, err = p.communicate()
-            pytest.fail(f"the run did not end within {RUN_LIMIT} s:\n{out[-6000:]}\n{err[-2000:]}")
-    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def by_outcome(results: dict, *outcomes) -> dict:
