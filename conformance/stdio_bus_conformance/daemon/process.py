@@ -150,7 +150,7 @@ class Daemon:
         if self._stdio_client is not None:
             self._stdio_client.close()
             self._stdio_client.join_reader()
-        self._close_pipes(self.proc)
+        self._close_stdin(self.proc)
         self.streams.reset()
         self._exited = threading.Event()
         self.crash = self.crash_phase = None
@@ -501,12 +501,12 @@ class Daemon:
         self.streams.join(1)
         if self._stdio_client is not None:
             self._stdio_client.join_reader(1)
-        self._close_pipes(self.proc)
+        self._close_stdin(self.proc)
         if self._port_lease is not None:
             self._port_lease.release()
 
     @staticmethod
-    def _close_pipes(proc) -> None:
+    def _close_stdin(proc) -> None:
         """Closes the daemon's stdin; stdout and stderr are closed by their
         readers when they end (common/reader.py says why)."""
         if proc.stdin is not None:
