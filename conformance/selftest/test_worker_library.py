@@ -2,6 +2,7 @@
 requests answered while a test waits, what counts as an answer, the tool the
 suite picks from tools/list, and the profiles of WORKER_SPEC.md's clauses."""
 
+import contextlib
 import sys
 import textwrap
 
@@ -124,11 +125,11 @@ def test_clause_profiles_of_the_worker_spec():
 # holds its stdout open until the test kills it.
 ECHO_SERVER = textwrap.dedent("""
     import json, subprocess, sys
-    if len(sys.argv) > 1:
-        subprocess.Popen(["sleep", "60"], start_new_session=True)
+    left = subprocess.Popen(["sleep", "60"], start_new_session=True).pid if len(sys.argv) > 2 else None
     for line in sys.stdin:
         m = json.loads(line)
-        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"from": sys.argv[-1]}}), flush=True)
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"from": sys.argv[-1], "left": left}}),
+              flush=True)
 """)
 
 
@@ -142,26 +143,27 @@ def test_a_stopped_worker_s_pipes_are_never_read_as_the_next_worker_s(tmp_path):
     import signal
     a = WorkerProc([sys.executable, "-c", ECHO_SERVER, "leave", "a"], {}, tmp_path, Recorder(), "a", 5.0)
     a.send(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
-    a.until(("n", 1))
-    ino = os.fstat(a.proc.stdout.fileno()).st_ino
-    left = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-            if _cmdline(pid) == ["sleep", "60"] and _has_pipe(pid, ino)]
-    assert len(left) == 1
-    fd = a.proc.stdout.fileno()
-    a.stop()
-    # the pipe is still a's, under the same number, while its reader may read it
-    assert a._threads[0].is_alive() and _ino(fd) == ino, "a's stdout was closed under its reader"
-    b = WorkerProc([sys.executable, "-c", ECHO_SERVER, "b"], {}, tmp_path, Recorder(), "b", 5.0)
+    left = a.until(("n", 1))[1].obj["result"]["left"]  # it holds a's stdout (inherited)
+    b = None
     try:
-        os.kill(left[0], signal.SIGKILL)  # a's pipe ends now: its reader ends and closes it
+        ino = os.fstat(a.proc.stdout.fileno()).st_ino
+        fd = a.proc.stdout.fileno()
+        a.stop()
+        # the pipe is still a's, under the same number, while its reader may read it
+        assert a._threads[0].is_alive() and _ino(fd) == ino, "a's stdout was closed under its reader"
+        b = WorkerProc([sys.executable, "-c", ECHO_SERVER, "b"], {}, tmp_path, Recorder(), "b", 5.0)
+        os.kill(left, signal.SIGKILL)  # a's pipe ends now: its reader ends and closes it
         a._threads[0].join(5)
         assert not a._threads[0].is_alive() and a.proc.stdout.closed
         for n in range(2, 12):
             b.send(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % n)
-            assert b.until(("n", n))[1].obj["result"] == {"from": "b"}
+            assert b.until(("n", n))[1].obj["result"]["from"] == "b"
         assert b'"b"' not in bytes(a.stdout), "the stopped worker's reader read the next worker's output"
     finally:
-        b.stop()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(left, signal.SIGKILL)
+        if b is not None:
+            b.stop()
 
 
 def _ino(fd: int) -> int | None:
@@ -170,22 +172,6 @@ def _ino(fd: int) -> int | None:
         return os.fstat(fd).st_ino
     except OSError:
         return None
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [x.decode() for x in f.read().split(b"\0") if x]
-    except OSError:
-        return []
-
-
-def _has_pipe(pid: int, ino: int) -> bool:
-    import os
-    try:
-        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == f"pipe:[{ino}]" for fd in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return False
 
 
 PINGED_SERVER = textwrap.dedent("""
