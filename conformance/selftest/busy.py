@@ -18,8 +18,10 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     n = int(os.environ.get("SB_BUSY_LOOPS") or 2 * (os.cpu_count() or 1))
-    # one session for all the loops: one killpg ends them, whatever happens to the command
-    hogs = subprocess.Popen(["sh", "-c", f"for i in $(seq {n}); do (while :; do :; done) & done; wait"],
+    # one session for all the loops: one killpg ends them, whatever happens to the command;
+    # each loop also ends once this process is gone (a SIGKILL here runs no finally)
+    hogs = subprocess.Popen(["sh", "-c", f"for i in $(seq {n}); do (while kill -0 {os.getpid()} 2>/dev/null;"
+                             " do :; done) & done; wait"],
                             start_new_session=True, stdin=subprocess.DEVNULL)
     print(f"busy: {n} busy loops beside: {' '.join(argv)}", file=sys.stderr, flush=True)
     try:
