@@ -35,6 +35,7 @@ behaviour off, so a self-test can show that the matching tests fail:
   quiet                write no log lines at all
   crash-on-start       exit 3 at once
   no-restart           never restart a worker that exited
+  truncate-full-pipe   drop what a worker's full stdin pipe does not take at once
   exit-1               exit with status 1 after a clean shutdown
 Hostile ones, for the harness's own bounds (time, disk, processes):
   segv-on-malformed    die of SIGSEGV right after a malformed client line (closing nothing first)
@@ -172,10 +173,15 @@ class Endpoint:
             self.out += data
             return self.flush()
         view = memoryview(data)
+        drop = "truncate-full-pipe" in BREAKS and self.kind == "worker"
+        if drop:
+            os.set_blocking(self.wfd, False)
         while view:
             try:
                 n = os.write(self.wfd, view)
             except BlockingIOError:
+                if drop:
+                    return True
                 time.sleep(0.001)
                 continue
             except OSError:

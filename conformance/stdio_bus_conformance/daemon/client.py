@@ -29,6 +29,7 @@ DEFAULT_TIMEOUT = 5.0
 RECEIVED_KEEP = 32 << 20  # bytes a client keeps of what the daemon sent it; more is a finding
 LATE_LINE = 0.25          # s a wait ended by evidence still waits for a line already in transit
 SLICE = 0.1               # s: waits re-check the daemon at least this often (an exit wakes them at once)
+PIPE_CAPACITY = 64 << 10  # Linux's pipe size: more than this sent and not yet answered can fill a worker's stdin
 _ids = itertools.count(1)
 
 
@@ -107,6 +108,8 @@ class Client:
         self._eof_reason = ""
         self._closed_by_us = False
         self._thread: threading.Thread | None = None
+        self._unanswered = 0          # bytes sent since this client's last response: a worker may not have read them
+        self.before_flood = None      # called before a send takes _unanswered past PIPE_CAPACITY
 
     # -- reader side (runs on the reader thread) ---------------------------
     def _start_reader(self) -> None:
@@ -254,6 +257,7 @@ class Client:
                     obj = None
                 if isinstance(obj, dict) and "id" in obj and obj["id"] == req_id and \
                         type(obj["id"]) is type(req_id) and ("result" in obj or "error" in obj):
+                    self._unanswered = 0
                     return self._parse(line)
                 skipped.append(line)
         finally:
@@ -313,6 +317,9 @@ class Client:
             raise HarnessError(f"{self.name}.send() takes bytes, not {type(data).__name__}")
         if self._closed_by_us:
             raise HarnessError(f"{self.name}: send() after close()")
+        if self.before_flood is not None and self._unanswered + len(data) > PIPE_CAPACITY:
+            self.before_flood()  # the bus may block the test here (full-pipe)
+        self._unanswered += len(data)
         self.recorder.add(f"{self.name} -> daemon", bytes(data))
         self.sent.append(bytes(data[:4096]) if len(data) > 4096 else bytes(data))
         deadline = self._deadline(timeout)

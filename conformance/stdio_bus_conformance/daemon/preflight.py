@@ -31,7 +31,8 @@ Items (each in one mode, all at once in threads; well under 30 s):
 How tests stand on items: every test stands on start-<its mode>; a test that
 signals the daemon (d.signal) stands on sigterm/sigint, one that closes the
 stdio client's stdin on stdin-eof, one that starts two pools or more on
-two-pools (all found as they happen); others declare
+two-pools, one whose client sends more than a pipe holds before its next
+answer on full-pipe (all found as they happen); others declare
 @pytest.mark.stands_on("restart-crash", ...). A test whose first cited clause
 is the one the item was found broken on (or the same behaviour restated) is
 never blocked by it: it judges that behaviour itself, on that clause.

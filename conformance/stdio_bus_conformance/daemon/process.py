@@ -114,6 +114,7 @@ class Daemon:
         self._nclients = 0
         self.on_signal = None       # called with a signal before the harness sends it (preflight blocking)
         self.on_stdin_close = None  # called before the harness closes the stdio client's stdin
+        self.on_flood = None        # called before a client sends more than a pipe holds, unanswered
 
     # -- start ---------------------------------------------------------------
     def start(self) -> "Daemon":
@@ -177,6 +178,7 @@ class Daemon:
             self._stdio_client = StdioClient("client#1", self.recorder, self.proc.stdin,
                                              self.proc.stdout, self.timeout, watch=self._client_watch)
             self._stdio_client.on_close = self._stdin_closing  # end of stdin ends stdio mode (SB-I-5)
+            self._stdio_client.before_flood = self._flooding
             self._clients.append(self._stdio_client)
         else:
             self.streams.capture_stdout(self.proc.stdout)
@@ -342,6 +344,7 @@ class Daemon:
             self._settle()
             self.check(f"when client#{self._nclients} connected")
             raise
+        c.before_flood = self._flooding
         self._clients.append(c)  # closed at teardown: a long run must not leak fds
         return c
 
@@ -366,6 +369,10 @@ class Daemon:
     @property
     def running(self) -> bool:
         return self.proc is not None and not self._exited.is_set() and self.proc.poll() is None
+
+    def _flooding(self) -> None:
+        if self.on_flood is not None:
+            self.on_flood()
 
     def _stdin_closing(self) -> None:
         if self.on_stdin_close is not None and not self.teardown:
