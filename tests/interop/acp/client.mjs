@@ -143,13 +143,29 @@ function alive(pid) {
   }
 }
 
+/* The waits of churn and reconnect. A hold (a request the bus never
+ * delivers or answers) lasts for ever, so a wait bounded by the pace
+ * measured here finds it at any pace. A fixed 5 s did not: with two CIs on
+ * 2 cores a fresh agent's start (a node process, per connection) took
+ * longer, and 4 of 16 rounds read as holds. */
+const FIRST_CONTACT_MS = 60000; // the first initialize of a connection: a fresh agent starts behind it
+let slowestInit = 0;            // ms: the slowest initialize answered so far
+const stepMs = () => Math.max(5000, 10 * slowestInit);
+
+async function initialize(ed) {
+  const t0 = performance.now();
+  const r = await ed.initialize({ timeoutMs: Math.max(FIRST_CONTACT_MS, stepMs()) });
+  slowestInit = Math.max(slowestInit, performance.now() - t0);
+  return r;
+}
+
 /** Connects, prompts, leaves mid-turn and reconnects at once, for
  * ACP_SECONDS: counts answered prompts, refusals (the connection ends before
- * initialize is answered) and holds (a prompt not answered within 5 s). */
+ * initialize is answered) and holds (a step not answered within stepMs()). */
 async function churn() {
   const seconds = Number(process.env.ACP_SECONDS ?? 10);
   const end = performance.now() + seconds * 1000;
-  const out = { rounds: 0, answered: 0, refused: 0, held: 0, errors: [] };
+  const out = { rounds: 0, answered: 0, refused: 0, held: 0, errors: [], heldAt: [] };
   while (performance.now() < end) {
     out.rounds++;
     let ed;
@@ -161,21 +177,25 @@ async function churn() {
     }
     try {
       try {
-        await ed.initialize({ timeoutMs: 5000 });
+        await initialize(ed);
       } catch (e) {
-        if (/timed out/.test(e.message)) out.held++;
-        else out.refused++;
+        if (/timed out/.test(e.message)) {
+          out.held++;
+          out.heldAt.push(e.message);
+        } else out.refused++;
         continue;
       }
-      const s = await ed.newSession({ timeoutMs: 5000 });
-      await ed.prompt(s, script({ say: 2 }), { timeoutMs: 5000 });
+      const s = await ed.newSession({ timeoutMs: stepMs() });
+      await ed.prompt(s, script({ say: 2 }), { timeoutMs: stepMs() });
       out.answered++;
       ed.policy = "hold";
       ed.prompt(s, script({ permission: "leave" })).catch(() => {});
-      await ed.waitFor(() => ed.held.length === 1, "the permission request", 5000);
+      await ed.waitFor(() => ed.held.length === 1, "the permission request", stepMs());
     } catch (e) {
-      if (/timed out|not seen within/.test(e.message)) out.held++;
-      else out.errors.push(e.message);
+      if (/timed out|not seen within/.test(e.message)) {
+        out.held++;
+        out.heldAt.push(`${e.message} (slowest initialize ${Math.round(slowestInit)} ms)`);
+      } else out.errors.push(e.message);
     } finally {
       await ed.close();
     }
@@ -190,9 +210,9 @@ async function reconnect() {
     let ed;
     try {
       ed = await open(target, N);
-      await ed.initialize({ timeoutMs: 5000 });
-      const s = await ed.newSession();
-      await ed.prompt(s, script({ say: 1 }), { timeoutMs: 5000 });
+      await initialize(ed);
+      const s = await ed.newSession({ timeoutMs: stepMs() });
+      await ed.prompt(s, script({ say: 1 }), { timeoutMs: stepMs() });
       out.answered++;
     } catch {
       out.refused++;

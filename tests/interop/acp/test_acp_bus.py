@@ -242,7 +242,7 @@ def test_four_clients_churning_get_every_prompt_answered(pool, mode, tmp_path):
     print(f"churn {pool} {mode} {seconds} s: {total}")  # shown by pytest -rP
     # a hold is mostly a second client bound to a busy worker, whose requests to its client are then discarded (SB-X-12)
     assert total["refused"] == 0 and total["held"] == 0 and total["answered"] == total["rounds"], \
-        f"{total}\n{bus.stderr()[-4000:]}"
+        f"{total} {[r.get('heldAt') for r in runs]}\n{bus.stderr()[-4000:]}"
 
 
 @pytest.mark.parametrize("mode", ("unix", "tcp"))
