@@ -180,19 +180,17 @@ def test_daemon_that_forks_into_its_own_session_leaves_nothing_and_fails(harness
 
 def test_daemon_ignoring_sigterm_is_killed_and_reported(harness, tmp_path):
     fake = private_fake(tmp_path)
-    t0 = time.monotonic()
     run = harness("-k", "response_reaches", breaks=["ignore-sigterm"], profile="shutdown_timeout = 1.0\n",
                   daemon=fake)
-    took = time.monotonic() - t0
     assert run.rc == 1, run.output
     # the preflight finds SIGTERM ignored: one root cause, and each teardown kills at once
     assert "sigterm broken (SB-10.1-1)" in " ".join(run.results["exit_reasons"])
     kills = [f for f in run.results["findings"] if f["kind"] == "teardown-kill"]
     assert len(kills) == 3 and {f["root_cause"] for f in kills} == {"sigterm"}, run.results["findings"]
-    assert "0.2 s" in kills[0]["detail"]
     # the preflight grants the daemon its drain_timeout_sec (30 s by default) before it calls
-    # SIGTERM broken; the three teardowns then kill at once, never 30 s more each
-    assert took < 30 + 30, took
+    # SIGTERM broken; the three teardowns then kill after a token grace, never 30 s more each
+    # (read from what the harness did, not from the wall clock: two CIs at once took 64 s)
+    assert all("within 0.2 s of SIGTERM" in f["detail"] for f in kills), kills
     assert no_leftovers(str(fake)) == []
 
 
