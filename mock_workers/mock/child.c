@@ -13,7 +13,7 @@
 
 /* The helper: what a daemonized process looks like to its reaper. Its pid
  * goes up the pipe once it is in its own session, so the worker logs it
- * only when a test may look for it. */
+ * only when a test may look for it (report_fd -1: its parent did). */
 static void helper(int report_fd) {
     signal(SIGTERM, SIG_DFL); /* the worker's handlers write to its self-pipe */
     signal(SIGINT, SIG_DFL);
@@ -26,10 +26,12 @@ static void helper(int report_fd) {
         dup2(null, STDOUT_FILENO);
         dup2(null, STDERR_FILENO);
     }
-    pid_t self = getpid();
-    ssize_t r = write(report_fd, &self, sizeof self);
-    (void)r;
-    close(report_fd);
+    if (report_fd >= 0) {
+        pid_t self = getpid();
+        ssize_t r = write(report_fd, &self, sizeof self);
+        (void)r;
+        close(report_fd);
+    }
     for (;;)
         pause();
 }
@@ -47,8 +49,18 @@ static pid_t spawn_once(mw_child_kind how) {
             setsid();
         if (how == MW_CHILD_DOUBLE_FORK) {
             pid_t grandchild = fork();
-            if (grandchild != 0)
+            if (grandchild != 0) {
+                /* Its pid goes up from here, before it is orphaned: a daemon
+                 * that is its subreaper may kill it at once (SB-X-22), and the
+                 * worker has started it all the same. */
+                if (grandchild > 0) {
+                    ssize_t r = write(p[1], &grandchild, sizeof grandchild);
+                    (void)r;
+                }
                 _exit(grandchild < 0 ? 1 : 0); /* the helper is orphaned now */
+            }
+            close(p[1]);
+            helper(-1);
         }
         helper(p[1]);
     }

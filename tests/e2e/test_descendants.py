@@ -79,7 +79,7 @@ def test_what_a_worker_starts_outside_its_group_ends_with_it(
     try:
         for i in range(4):
             c = d.connect()
-            assert ping(c, i) is not None, f"connection {i} was not served"
+            assert ping(c, i) is not None, f"connection {i} was not served; the daemon's stderr:\n{d.stderr()[-3000:]}"
             c.close()
             d.wait_stderr("its client ended: closing its stdin", count=i + 1)  # SB-X-19
         d.wait_stderr("exited with status 0", count=4)  # the mock exits at the end of its input
