@@ -60,7 +60,7 @@ static pid_t spawn_once(mw_child_kind how) {
                 _exit(grandchild < 0 ? 1 : 0); /* the helper is orphaned now */
             }
             close(p[1]);
-            helper(-1);
+            p[1] = -1;
         }
         helper(p[1]);
     }
