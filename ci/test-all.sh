@@ -2,8 +2,9 @@
 # Every test: set up, check the C formatting (ci/format-check.sh), then
 #   1. build with -Werror and run every ctest label (unit, fuzz replays, mocks,
 #      e2e, valgrind (e2e and the suite), conformance, the whole bite map, the foreign daemon and
-#      its defects) but two that repeat others: the per-area split of the suite
-#      (section-*) and the fast part of the bite map (bite-fast);
+#      its defects) but three that repeat others: the per-area split of the suite
+#      (section-*), the fast part of the bite map (bite-fast) and the worker
+#      suite's catches (worker-catches, run in stage 2);
 #   2. build with ASan+UBSan and run unit, fuzz replays, e2e, the conformance
 #      suite (once) and the worker suite again: any sanitizer report fails the run;
 #   3. a short fuzzing smoke of every fuzz target (ci/fuzz.sh), if AFL++ is here.
@@ -60,6 +61,9 @@ cd build
 # suite that `conformance` has just run whole (~145 s); run them with ctest -L section-.
 # -LE bite-fast: the whole bite map (label bite) runs here, and its fast part
 # (a subset, for a quick look: ctest -L bite-fast) would repeat it.
+# -LE worker-catches: the worker suite against its broken workers judges no
+# code of ours the sanitizers do not already watch: its ASan run above is the
+# verdict, and a second one here cost 120 s of a lane.
 # The whole suite against ours under valgrind (conformance.valgrind, label valgrind-suite)
 # runs here too: the same verdict as quiet (issue 37), 327 s beside another CI run.
-run_ctest ctest.log -j"$ctest_jobs" -LE 'section-|bite-fast' "$@"
+run_ctest ctest.log -j"$ctest_jobs" -LE 'section-|bite-fast|worker-catches' "$@"

@@ -95,11 +95,11 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/package)
   add_test(NAME package.deb COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/package/test_deb.py --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(package.deb PROPERTIES LABELS package TIMEOUT 900)
-  sb_heavy(package.deb ${SB_LANE_A} 88)
+  sb_heavy(package.deb ${SB_LANE_A} 96)
   add_test(NAME package.pip COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/package/test_pip.py --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(package.pip PROPERTIES LABELS package TIMEOUT 600)
-  sb_heavy(package.pip ${SB_LANE_C} 39)
+  sb_heavy(package.pip ${SB_LANE_C} 41)
 endif()
 
 # ci/github-actions-example.yml, its run steps executed against a stand-in daemon.
@@ -107,7 +107,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/ci_example)
   add_test(NAME ci-example COMMAND ${SB_PYTHON} -m pytest -q -p no:cacheprovider
            ${PROJECT_SOURCE_DIR}/tests/ci_example --build-dir ${PROJECT_BINARY_DIR})
   set_tests_properties(ci-example PROPERTIES LABELS ci-example TIMEOUT 1200)
-  sb_heavy(ci-example ${SB_LANE_C} 94)
+  sb_heavy(ci-example ${SB_LANE_B} 100)
 endif()
 
 # The worker-side suite on real MCP servers from npm (tests/interop, pinned by
@@ -120,7 +120,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/test_interop.py)
            ${PROJECT_SOURCE_DIR}/tests/interop)
   set_tests_properties(interop PROPERTIES LABELS interop TIMEOUT 900
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
-  sb_heavy(interop ${SB_LANE_B} 53)
+  sb_heavy(interop ${SB_LANE_B} 52)
 endif()
 
 # Real MCP software through the daemon (issue 16): the pinned, unmodified
@@ -157,7 +157,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/acp/test_acp_bus.py)
   set_tests_properties(interop.acp PROPERTIES LABELS interop TIMEOUT 2400
                        ENVIRONMENT STDIO_BUS=$<TARGET_FILE:stdio_bus>
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
-  sb_heavy(interop.acp ${SB_LANE_C} 241)
+  sb_heavy(interop.acp ${SB_LANE_C} 324)
 endif()
 
 # The acp profile on published ACP agents nobody here wrote (issue 35): no
@@ -169,7 +169,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/interop/acp_corpus/test_acp_corpus.py)
            ${PROJECT_SOURCE_DIR}/tests/interop/acp_corpus)
   set_tests_properties(interop.acp-corpus PROPERTIES LABELS interop TIMEOUT 900
                        SKIP_REGULAR_EXPRESSION "[0-9]+ skipped in ")
-  sb_heavy(interop.acp-corpus ${SB_LANE_C} 174)
+  sb_heavy(interop.acp-corpus ${SB_LANE_C} 88)
 endif()
 
 if(EXISTS ${PROJECT_SOURCE_DIR}/conformance/CMakeLists.txt)
